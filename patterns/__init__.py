@@ -1,0 +1,3 @@
+"""patterns: an optimization-pattern knowledge base for GPU kernels."""
+
+__version__ = "0.1.0"

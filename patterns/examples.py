@@ -1,0 +1,145 @@
+"""Running a pattern's before/after examples against its PyTorch reference.
+
+The same harness backs the generated tests, `patterns check --run` and the
+rewriter's tests. Outputs are allocated by the launchers with `torch.empty`;
+here `torch.empty*` return NaN-filled tensors, so a kernel that leaves part of
+its output unwritten fails instead of passing on stale memory. Inputs are
+checked unmodified afterwards unless the example declares them in-place.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from patterns.library import Entry
+
+
+class ExampleError(RuntimeError):
+    pass
+
+
+@dataclass
+class ExampleRun:
+    which: str
+    shape: dict[str, int]
+    seed: int
+    max_abs_err: float
+    max_rel_err: float
+    passed: bool
+    reason: str = ""
+
+
+def load_module(path: Path, tag: str = "") -> ModuleType:
+    """Import a file under a unique module name (examples are not packages)."""
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+    name = f"_patterns_example_{path.stem}_{digest}{tag}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ExampleError(f"{path}: cannot import")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def nan_filled_empty():
+    """torch.empty / empty_like / new_empty return NaN-filled (or max-int) tensors."""
+    import torch
+
+    originals = {"empty": torch.empty, "empty_like": torch.empty_like}
+    tensor_new_empty = torch.Tensor.new_empty
+
+    def poison(t):
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(float("nan"))
+        elif t.dtype != torch.bool:
+            t.fill_(torch.iinfo(t.dtype).max)
+        return t
+
+    torch.empty = lambda *a, **k: poison(originals["empty"](*a, **k))
+    torch.empty_like = lambda *a, **k: poison(originals["empty_like"](*a, **k))
+    torch.Tensor.new_empty = lambda self, *a, **k: poison(tensor_new_empty(self, *a, **k))
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like = originals["empty"], originals["empty_like"]
+        torch.Tensor.new_empty = tensor_new_empty
+
+
+def _as_tuple(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def compare(out: Any, ref: Any, atol: float, rtol: float) -> tuple[bool, float, float, str]:
+    """Elementwise allclose over (possibly tuple) outputs, with the first failing element named."""
+    import torch
+
+    outs, refs = _as_tuple(out), _as_tuple(ref)
+    if len(outs) != len(refs):
+        return False, float("inf"), float("inf"), f"returned {len(outs)} outputs, reference {len(refs)}"
+    worst_abs = worst_rel = 0.0
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if not isinstance(r, torch.Tensor):
+            if o != r:
+                return False, float("inf"), float("inf"), f"output {i}: {o!r} != {r!r}"
+            continue
+        if o.shape != r.shape:
+            return False, float("inf"), float("inf"), f"output {i}: shape {tuple(o.shape)} != reference {tuple(r.shape)}"
+        o64, r64 = o.detach().double().cpu(), r.detach().double().cpu()
+        if torch.isnan(o64).any() and not torch.isnan(r64).any():
+            idx = tuple(int(v) for v in torch.nonzero(torch.isnan(o64))[0])
+            return False, float("nan"), float("nan"), f"output {i}: NaN at {idx} (element never written?)"
+        diff = (o64 - r64).abs()
+        worst_abs = max(worst_abs, float(diff.max()) if diff.numel() else 0.0)
+        rel = diff / r64.abs().clamp_min(1e-6)
+        worst_rel = max(worst_rel, float(rel.max()) if rel.numel() else 0.0)
+        bad = diff > atol + rtol * r64.abs()
+        if bad.any():
+            idx = tuple(int(v) for v in torch.nonzero(bad)[0])
+            return False, worst_abs, worst_rel, f"output {i}{list(idx)}: {float(o64[idx]):.6g} vs reference {float(r64[idx]):.6g}"
+    return True, worst_abs, worst_rel, ""
+
+
+def run_example(entry: Entry, which: str, device: str = "cpu") -> list[ExampleRun]:
+    """Run before.py or after.py over every declared shape and seed."""
+    import torch
+
+    from patterns import interpreter
+
+    ex = entry.pattern.example
+    if ex is None:
+        raise ExampleError(f"{entry.folder}: example: missing")
+    if device == "cpu":
+        interpreter.enable()
+    ref_mod = load_module(entry.file("reference.py"))
+    mod = load_module(entry.file(f"{which}.py"))
+    launcher = getattr(mod, ex.entry, None)
+    if launcher is None:
+        raise ExampleError(f"{entry.file(which + '.py')}: example.entry: no function '{ex.entry}'")
+    runs = []
+    for shape in ex.shapes:
+        for seed in ex.seeds:
+            inputs = ref_mod.make_inputs(dict(shape), seed=seed, device=device)
+            snapshot = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+            expected = ref_mod.reference(**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()})
+            with nan_filled_empty():
+                out = launcher(**inputs)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            ok, aerr, rerr, reason = compare(out, expected, ex.atol, ex.rtol)
+            if ok:
+                for name, before in snapshot.items():
+                    if name in ex.inplace:
+                        continue
+                    if not torch.equal(before.nan_to_num(0.5), inputs[name].nan_to_num(0.5)):
+                        ok, reason = False, f"input '{name}' was modified"
+                        break
+            runs.append(ExampleRun(which, dict(shape), seed, aerr, rerr, ok, reason))
+    return runs

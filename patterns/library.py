@@ -1,0 +1,166 @@
+"""Loading and checking the curated library: one folder per pattern.
+
+    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.types.Pattern)
+    patterns/library/<id>/before.py      Triton kernel + launcher without the technique
+    patterns/library/<id>/after.py       the same op with it
+    patterns/library/<id>/reference.py   make_inputs(shape, seed) and reference(**inputs) in plain PyTorch
+
+Every problem is reported as one line `file: field: problem`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from patterns.facts import FactsError, extract_file
+from patterns.predicates import Subject, evaluate
+from patterns.types import FileFacts, Pattern, Verdict
+
+LIBRARY_DIR = Path(__file__).parent / "library"
+EXAMPLE_FILES = ("before.py", "after.py", "reference.py")
+
+
+class LibraryError(ValueError):
+    """One line: `file: field: problem`."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A pattern with the folder it came from."""
+
+    pattern: Pattern
+    folder: Path
+
+    @property
+    def id(self) -> str:
+        return self.pattern.id
+
+    def file(self, name: str) -> Path:
+        return self.folder / name
+
+    def has_examples(self) -> bool:
+        return all(self.file(n).exists() for n in EXAMPLE_FILES)
+
+
+def library_dir() -> Path:
+    """The library folder; PATTERNS_LIBRARY points elsewhere (tests, a user's own library)."""
+    return Path(os.environ.get("PATTERNS_LIBRARY", LIBRARY_DIR))
+
+
+def _field(loc: tuple) -> str:
+    return ".".join(str(x) for x in loc) or "(root)"
+
+
+def load_pattern(path: Path) -> Pattern:
+    """Parse and validate one pattern.yaml; raise LibraryError with a one-line message."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f":{mark.line + 1}" if mark else ""
+        raise LibraryError(f"{path}{where}: yaml: {exc.problem or exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+        raise LibraryError(f"{path}: yaml: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise LibraryError(f"{path}: (root): expected a mapping, got {type(data).__name__}")
+    try:
+        pattern = Pattern.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "missing field"
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise LibraryError(f"{path}: {_field(err['loc'])}: {msg}{more}") from None
+    if pattern.id != path.parent.name:
+        raise LibraryError(f"{path}: id: '{pattern.id}' does not match its folder '{path.parent.name}'")
+    return pattern
+
+
+def load_library(root: Path | None = None) -> list[Entry]:
+    """All patterns, sorted by id; the first problem raises LibraryError."""
+    root = root or library_dir()
+    return list(_load_cached(str(root), _stamp(root)))
+
+
+def _stamp(root: Path) -> tuple:
+    return tuple(sorted((str(p), p.stat().st_mtime_ns) for p in root.glob("*/pattern.yaml")))
+
+
+@lru_cache(maxsize=4)
+def _load_cached(root: str, stamp: tuple) -> tuple[Entry, ...]:
+    entries: dict[str, Entry] = {}
+    folders = sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    for folder in folders:
+        yaml_path = folder / "pattern.yaml"
+        if not yaml_path.exists():
+            raise LibraryError(f"{folder}: pattern.yaml: missing file")
+        pattern = load_pattern(yaml_path)
+        if pattern.id in entries:
+            raise LibraryError(f"{yaml_path}: id: duplicate id '{pattern.id}' (also in {entries[pattern.id].folder})")
+        entries[pattern.id] = Entry(pattern, folder)
+    return tuple(entries[k] for k in sorted(entries))
+
+
+def get(pattern_id: str, root: Path | None = None) -> Entry:
+    for entry in load_library(root):
+        if entry.id == pattern_id:
+            return entry
+    raise LibraryError(f"{library_dir()}: id: unknown pattern '{pattern_id}'")
+
+
+def present(pattern: Pattern, facts: FileFacts, kernel: str | None = None) -> Verdict:
+    """Whether `present_when` holds for a kernel of the file (or any kernel, or the file itself)."""
+    subjects = [Subject(facts, k) for k in facts.kernels if kernel in (None, k.name)]
+    if kernel is None:
+        subjects.append(Subject(facts, None))
+    best = Verdict(ok=False)
+    for s in subjects:
+        v = evaluate(pattern.present_when, s)
+        if v.ok:
+            return v
+        best.reasons.extend(v.reasons)
+    return best
+
+
+def check_entry(entry: Entry) -> list[str]:
+    """Static checks of one pattern folder (no kernels run): one line per problem."""
+    problems = []
+    p = entry.pattern
+    if not entry.has_examples():
+        missing = [n for n in EXAMPLE_FILES if not entry.file(n).exists()]
+        problems.append(f"{entry.folder}: example: missing {', '.join(missing)}")
+        return problems
+    if p.example is None:
+        problems.append(f"{entry.file('pattern.yaml')}: example: missing field")
+        return problems
+    kernel = p.example.kernel or None
+    facts = {}
+    for name in ("before.py", "after.py"):
+        try:
+            facts[name] = extract_file(entry.file(name))
+        except FactsError as exc:
+            problems.append(str(exc))
+    if problems:
+        return problems
+    for name, want in (("before.py", False), ("after.py", True)):
+        v = present(p, facts[name], kernel)
+        if v.ok != want:
+            state = "holds" if v.ok else "does not hold"
+            problems.append(f"{entry.file(name)}: present_when: {state} on {name} ({'; '.join(v.reasons[:2]) or p.present_when.describe()})")
+    for name in ("before.py", "after.py"):
+        if not any(la.function == p.example.entry for la in facts[name].launches) and p.example.entry not in facts[name].host_functions:
+            problems.append(f"{entry.file(name)}: example.entry: no function '{p.example.entry}'")
+    if p.transformation.rewrite:
+        from patterns.rewriter import REWRITES
+
+        if p.transformation.rewrite not in REWRITES:
+            problems.append(f"{entry.file('pattern.yaml')}: transformation.rewrite: no rewrite named '{p.transformation.rewrite}'")
+    return problems

@@ -1,0 +1,488 @@
+"""The one predicate library over kernel facts.
+
+A pattern's `present_when` and `applies_when.conditions` name predicates from
+here with keyword arguments; pattern.yaml never contains code. Each predicate
+returns a Verdict: whether it holds, on which lines, and a short reason that
+`patterns suggest` shows as "why it applies".
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import ConfigDict, ValidationError, create_model
+
+from patterns.types import CallSite, Condition, FileFacts, KernelFacts, Verdict
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a condition is evaluated on: one kernel of a file, or the file alone."""
+
+    file: FileFacts
+    kernel: KernelFacts | None = None
+
+
+@dataclass(frozen=True)
+class PredicateSpec:
+    name: str
+    func: Callable[..., Verdict]
+    args_model: type
+    doc: str
+    scope: Literal["kernel", "file"]
+
+
+PREDICATES: dict[str, PredicateSpec] = {}
+
+
+def predicate(scope: Literal["kernel", "file"] = "kernel"):
+    """Register a predicate; its keyword-only parameters are its YAML arguments."""
+
+    def wrap(func: Callable[..., Verdict]) -> Callable[..., Verdict]:
+        fields = {}
+        for p in inspect.signature(func).parameters.values():
+            if p.kind is inspect.Parameter.KEYWORD_ONLY:
+                default = ... if p.default is inspect.Parameter.empty else p.default
+                fields[p.name] = (p.annotation, default)
+        model = create_model(f"{func.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        doc = inspect.getdoc(func) or ""
+        PREDICATES[func.__name__] = PredicateSpec(func.__name__, func, model, doc.splitlines()[0] if doc else "", scope)
+        return func
+
+    return wrap
+
+
+def validate_call(name: str, args: dict) -> dict:
+    """Check a predicate name and its arguments; return the normalised arguments."""
+    spec = PREDICATES.get(name)
+    if spec is None:
+        close = [n for n in PREDICATES if n.split("_")[0] == name.split("_")[0]]
+        hint = f" (did you mean {', '.join(sorted(close))}?)" if close else ""
+        raise ValueError(f"unknown predicate '{name}'{hint}")
+    try:
+        parsed = spec.args_model(**args)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ValueError(f"predicate '{name}': argument '{where}': {err['msg']}") from None
+    return {k: v for k, v in parsed.model_dump().items() if k in args}
+
+
+def evaluate(cond: Condition, subject: Subject) -> Verdict:
+    if cond.op == "pred":
+        spec = PREDICATES[cond.predicate]
+        if spec.scope == "kernel" and subject.kernel is None:
+            return Verdict(ok=False, reasons=[f"{cond.predicate}: no kernel"])
+        return spec.func(subject, **cond.args)
+    if cond.op == "not":
+        inner = evaluate(cond.children[0], subject)
+        return Verdict(ok=not inner.ok, reasons=[f"not {cond.children[0].describe()}"])
+    results = [evaluate(c, subject) for c in cond.children]
+    ok = all(r.ok for r in results) if cond.op == "all" else any(r.ok for r in results)
+    held = [r for r in results if r.ok]
+    return Verdict(
+        ok=ok,
+        lines=sorted({ln for r in held for ln in r.lines}),
+        reasons=[reason for r in held for reason in r.reasons],
+    )
+
+
+# --------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------
+
+
+def _unquote(v: str) -> str:
+    return v.strip().strip("'\"")
+
+
+def _hit(calls: list[CallSite], what: str, min_count: int = 1) -> Verdict:
+    if len(calls) >= min_count:
+        lines = sorted({c.line for c in calls})
+        where = ", ".join(map(str, lines[:6])) + ("…" if len(lines) > 6 else "")
+        return Verdict(ok=True, lines=lines, reasons=[f"{what} (line {where})"])
+    return Verdict(ok=False, reasons=[f"no {what}" if not calls else f"only {len(calls)}× {what}, need {min_count}"])
+
+
+def _kernel(s: Subject) -> KernelFacts:
+    assert s.kernel is not None
+    return s.kernel
+
+
+def _matches_any(value: str, patterns: list[str]) -> bool:
+    return any(re.fullmatch(p, value) for p in patterns)
+
+
+# --------------------------------------------------------------------------------------
+# generic call predicates
+# --------------------------------------------------------------------------------------
+
+
+@predicate()
+def calls(
+    s: Subject,
+    *,
+    name: list[str],
+    kwarg: str | None = None,
+    kwarg_values: list[str] | None = None,
+    without_kwarg: list[str] | None = None,
+    in_loop: bool | None = None,
+    independent_of_pid_axis: int | None = None,
+    depends_on_pid_axis: int | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """Kernel calls one of `name` (e.g. tl.atomic_add), optionally with a keyword and value, inside or outside a loop."""
+    hits = []
+    for c in _kernel(s).calls:
+        if c.name not in name:
+            continue
+        if kwarg is not None:
+            if kwarg not in c.kwargs:
+                continue
+            if kwarg_values is not None and _unquote(c.kwargs[kwarg]) not in kwarg_values:
+                continue
+        if without_kwarg and any(k in c.kwargs for k in without_kwarg):
+            continue
+        if in_loop is not None and c.in_loop != in_loop:
+            continue
+        if independent_of_pid_axis is not None and independent_of_pid_axis in c.pid_axes:
+            continue
+        if depends_on_pid_axis is not None and depends_on_pid_axis not in c.pid_axes:
+            continue
+        hits.append(c)
+    desc = "/".join(name)
+    if kwarg:
+        desc += f"({kwarg}" + (f"∈{kwarg_values}" if kwarg_values else "") + ")"
+    if in_loop is not None:
+        desc += " in a loop" if in_loop else " outside loops"
+    if independent_of_pid_axis is not None:
+        desc += f" independent of program_id({independent_of_pid_axis})"
+    return _hit(hits, desc, min_count)
+
+
+@predicate()
+def dot(
+    s: Subject,
+    *,
+    precision: list[Literal["default", "tf32", "tf32x3", "ieee", "bf16x3", "bf16x6", "explicit"]] | None = None,
+    operand_dtype: list[str] | None = None,
+    in_loop: bool | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """tl.dot calls at a given input precision ("default" = TF32 on NVIDIA for fp32), operand dtype or loop position."""
+    hits = []
+    for c in _kernel(s).calls_named("tl.dot"):
+        prec = "default"
+        if "input_precision" in c.kwargs:
+            raw = c.kwargs["input_precision"]
+            # a module constant such as tl.constexpr('ieee' if IS_NPU else 'tf32x3')
+            # counts as the NVIDIA branch's value, the last quoted literal
+            text = s.file.constants.get(raw, raw)
+            literals = re.findall(r"['\"](\w+)['\"]", text)
+            prec = literals[-1] if literals else "explicit"
+        elif c.kwargs.get("allow_tf32") == "False":
+            prec = "ieee"
+        elif c.kwargs.get("allow_tf32") == "True":
+            prec = "tf32"
+        if precision is not None and prec not in precision:
+            continue
+        if operand_dtype is not None:
+            known = [d for d in c.operand_dtypes if d]
+            # unknown operand dtypes count as a match only for fp32 queries on
+            # un-cast loads, which is how fp32 state chains usually read
+            if known and not all(d in operand_dtype for d in known):
+                continue
+            if not known and "unknown" not in operand_dtype:
+                continue
+        if in_loop is not None and c.in_loop != in_loop:
+            continue
+        hits.append(c)
+    desc = "tl.dot"
+    if precision:
+        desc += f" at precision {'/'.join(precision)}"
+    if operand_dtype:
+        desc += f" on {'/'.join(operand_dtype)} operands"
+    if in_loop:
+        desc += " in a loop"
+    return _hit(hits, desc, min_count)
+
+
+@predicate()
+def reduction(s: Subject, *, ops: list[str] = ["tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin"], in_loop: bool | None = None, min_count: int = 1) -> Verdict:  # noqa: B006
+    """Kernel reduces a block (tl.sum, tl.max, tl.reduce, ...)."""
+    hits = [c for c in _kernel(s).calls if c.name in ops and (in_loop is None or c.in_loop == in_loop)]
+    return _hit(hits, "reduction " + "/".join(sorted({c.name for c in hits}) or ops[:2]), min_count)
+
+
+@predicate()
+def atomics(s: Subject, *, min_count: int = 1) -> Verdict:
+    """Kernel uses atomic read-modify-write (tl.atomic_add, tl.atomic_max, ...)."""
+    return _hit([c for c in _kernel(s).calls if c.name.startswith("tl.atomic_")], "atomic update", min_count)
+
+
+@predicate()
+def memory_access(
+    s: Subject,
+    *,
+    op: Literal["load", "store", "any"] = "any",
+    via: Literal["pointer", "block_ptr", "tensor_descriptor", "any"] = "any",
+    cache_hint: bool | None = None,
+    in_loop: bool | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """Loads/stores by raw pointer, block pointer or tensor descriptor, with or without cache/eviction hints."""
+    hits = []
+    for c in _kernel(s).calls:
+        kind = ""
+        if c.name in ("tl.load", "tl.store"):
+            kind = c.name[3:]
+            origin = c.first_arg_origin
+            how = "block_ptr" if origin in ("tl.make_block_ptr", "tl.advance") else "pointer"
+        elif c.receiver.endswith("make_tensor_descriptor") or c.receiver.endswith("TensorDescriptor"):
+            kind = c.name.rsplit(".", 1)[-1]
+            how = "tensor_descriptor"
+        elif c.name in ("tl._experimental_descriptor_load", "tl._experimental_descriptor_store"):
+            kind, how = c.name.rsplit("_", 1)[-1], "tensor_descriptor"
+        if kind not in ("load", "store"):
+            continue
+        if op != "any" and kind != op:
+            continue
+        if via != "any" and how != via:
+            continue
+        hinted = "cache_modifier" in c.kwargs or "eviction_policy" in c.kwargs
+        if cache_hint is not None and hinted != cache_hint:
+            continue
+        if in_loop is not None and c.in_loop != in_loop:
+            continue
+        hits.append(c)
+    desc = f"{op if op != 'any' else 'load/store'} via {via}"
+    if cache_hint is not None:
+        desc += " with cache hint" if cache_hint else " without cache hint"
+    if in_loop is not None:
+        desc += " in a loop" if in_loop else ""
+    return _hit(hits, desc, min_count)
+
+
+# --------------------------------------------------------------------------------------
+# structure: loops, program ids, parameters, decorators, launches
+# --------------------------------------------------------------------------------------
+
+
+@predicate()
+def loop(
+    s: Subject,
+    *,
+    kind: list[str] | None = None,
+    contains: list[str] | None = None,
+    num_stages_set: bool | None = None,
+    bound_param: list[str] | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """Kernel has a loop (range / tl.range / tl.static_range / while) containing given calls, with or without num_stages."""
+    k = _kernel(s)
+    hits = []
+    for lp in k.loops:
+        if kind is not None and lp.kind not in kind:
+            continue
+        if num_stages_set is not None and (lp.num_stages is not None or "num_stages" in lp.kwargs) != num_stages_set:
+            continue
+        if bound_param is not None and not any(re.search(rf"\b{re.escape(p)}\b", lp.iter) for p in bound_param):
+            continue
+        if contains is not None:
+            inside = {c.name for c in k.calls if lp.line in c.loops}
+            if not all(name in inside for name in contains):
+                continue
+        hits.append(lp)
+    desc = "loop" + (f" ({'/'.join(kind)})" if kind else "")
+    if contains:
+        desc += f" containing {', '.join(contains)}"
+    if num_stages_set is not None:
+        desc += " with num_stages" if num_stages_set else " without num_stages"
+    if len(hits) >= min_count:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"{desc} (line {', '.join(str(lp.line) for lp in hits[:6])})"])
+    return Verdict(ok=False, reasons=[f"no {desc}"])
+
+
+@predicate()
+def program_ids(s: Subject, *, min_axes: int = 1, max_axes: int = 3) -> Verdict:
+    """Kernel's grid uses between min_axes and max_axes program_id axes."""
+    k = _kernel(s)
+    axes = set()
+    for c in k.calls_named("tl.program_id"):
+        a = c.args[0] if c.args else c.kwargs.get("axis", "0")
+        axes.add(a)
+    ok = min_axes <= len(axes) <= max_axes
+    lines = [c.line for c in k.calls_named("tl.program_id")]
+    return Verdict(ok=ok, lines=lines if ok else [], reasons=[f"{len(axes)} program_id axes"])
+
+
+@predicate()
+def tiles_axis_by_program(s: Subject, *, block_param: list[str]) -> Verdict:
+    """A program_id-derived index is scaled by a block constexpr (e.g. `i_v * BV`): programs split the op along that axis."""
+    k = _kernel(s)
+    blocks = [p for p in k.constexprs if _matches_any(p, block_param)]
+    if not blocks:
+        return Verdict(ok=False, reasons=[f"no block constexpr matching {block_param}"])
+    pid_vars = [v for v, axes in k.pid_deps.items() if axes]
+    texts = [(c.line, a) for c in k.calls for a in [*c.args, *c.kwargs.values()]]
+    texts += [(line, expr) for var, (line, expr) in k.assigns.items()]
+    lines = set()
+    for line, text in texts:
+        for b in blocks:
+            for v in pid_vars:
+                if re.search(rf"\b{re.escape(v)}\s*\*\s*{re.escape(b)}\b|\b{re.escape(b)}\s*\*\s*{re.escape(v)}\b", text):
+                    lines.add(line)
+    if lines:
+        return Verdict(ok=True, lines=sorted(lines), reasons=[f"program tiles indexed by {'/'.join(blocks)} (line {', '.join(map(str, sorted(lines)[:6]))})"])
+    return Verdict(ok=False, reasons=[f"no program_id index scaled by {'/'.join(blocks)}"])
+
+
+def _tile_indices(k: KernelFacts, blocks: list[str]) -> dict[str, int]:
+    """Variables v with `v * BLOCK` in an assignment or call: tile indices -> line."""
+    found: dict[str, int] = {}
+    texts = [(line, expr) for line, expr in k.assigns.values()]
+    texts += [(c.line, a) for c in k.calls for a in [*c.args, *c.kwargs.values()]]
+    for line, text in texts:
+        for b in blocks:
+            for m in re.finditer(rf"\b(\w+)\s*\*\s*{re.escape(b)}\b|\b{re.escape(b)}\s*\*\s*(\w+)\b", text):
+                v = m.group(1) or m.group(2)
+                if v in k.pid_deps:  # only indices that come from the grid
+                    found.setdefault(v, line)
+    return found
+
+
+@predicate()
+def tiles_axis_by_program(s: Subject, *, block_param: list[str]) -> Verdict:
+    """A program_id-derived index is scaled by a block constexpr (e.g. `i_v * BV`): programs split the op along that axis."""
+    k = _kernel(s)
+    blocks = [p for p in k.constexprs if _matches_any(p, block_param)]
+    if not blocks:
+        return Verdict(ok=False, reasons=[f"no block constexpr matching {block_param}"])
+    idx = _tile_indices(k, blocks)
+    if idx:
+        lines = sorted(set(idx.values()))
+        return Verdict(ok=True, lines=lines, reasons=[f"programs tile {'/'.join(blocks)} by {', '.join(idx)} (line {', '.join(map(str, lines))})"])
+    return Verdict(ok=False, reasons=[f"no program_id index scaled by {'/'.join(blocks)}"])
+
+
+@predicate()
+def repeated_per_tile(s: Subject, *, block_param: list[str], ops: list[str], min_count: int = 1) -> Verdict:
+    """Calls to `ops` that do not depend on the tile index of `block_param`: every tile program recomputes them."""
+    k = _kernel(s)
+    blocks = [p for p in k.constexprs if _matches_any(p, block_param)]
+    idx = _tile_indices(k, blocks)
+    if not idx:
+        return Verdict(ok=False, reasons=[f"no program tiles along {block_param}"])
+    hits = [c for c in k.calls if c.name in ops and not (set(c.depends_on) & set(idx))]
+    names = "/".join(sorted({c.name for c in hits})) or "/".join(ops)
+    return _hit(hits, f"{names} recomputed identically by every {'/'.join(idx)} tile", min_count)
+
+
+@predicate()
+def constexpr_param(s: Subject, *, names: list[str]) -> Verdict:
+    """Kernel has a tl.constexpr parameter whose name matches one of `names` (regular expressions)."""
+    k = _kernel(s)
+    hits = [p.name for p in k.params if p.constexpr and _matches_any(p.name, names)]
+    return Verdict(ok=bool(hits), lines=[k.line] if hits else [], reasons=[f"constexpr {', '.join(hits)}" if hits else f"no constexpr matching {names}"])
+
+
+@predicate()
+def param(s: Subject, *, names: list[str]) -> Verdict:
+    """Kernel has a parameter (any kind) whose name matches one of `names` (regular expressions)."""
+    k = _kernel(s)
+    hits = [p.name for p in k.params if _matches_any(p.name, names)]
+    return Verdict(ok=bool(hits), lines=[k.line] if hits else [], reasons=[f"parameter {', '.join(hits)}" if hits else f"no parameter matching {names}"])
+
+
+@predicate()
+def autotuned(s: Subject, *, min_configs: int = 1, keyed: bool | None = None) -> Verdict:
+    """Kernel has @triton.autotune with at least min_configs configs (and a non-empty key when keyed)."""
+    at = _kernel(s).autotune
+    if at is None:
+        return Verdict(ok=False, reasons=["no @triton.autotune"])
+    n = len(at.configs)
+    if not at.generated and n < min_configs:
+        return Verdict(ok=False, reasons=[f"@triton.autotune with {n} configs"])
+    if keyed is not None and bool(at.key) != keyed:
+        return Verdict(ok=False, reasons=["autotune key " + ("empty" if not at.key else "set")])
+    return Verdict(ok=True, lines=[at.line], reasons=[f"@triton.autotune with {'generated' if at.generated else n} configs, key={at.key} (line {at.line})"])
+
+
+@predicate()
+def heuristics(s: Subject, *, names: list[str] | None = None) -> Verdict:
+    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions)."""
+    k = _kernel(s)
+    keys = [h for h in k.heuristics if names is None or _matches_any(h, names)]
+    return Verdict(ok=bool(keys), lines=[k.line] if keys else [], reasons=[f"@triton.heuristics for {', '.join(keys)}" if keys else "no matching @triton.heuristics"])
+
+
+@predicate()
+def jit_option(s: Subject, *, name: str) -> Verdict:
+    """@triton.jit is given a keyword (e.g. do_not_specialize)."""
+    k = _kernel(s)
+    ok = name in k.jit_kwargs
+    return Verdict(ok=ok, lines=[k.line] if ok else [], reasons=[f"@triton.jit({name}=…)" if ok else f"no @triton.jit({name}=…)"])
+
+
+@predicate()
+def launch(
+    s: Subject,
+    *,
+    grid_dims: int | None = None,
+    grid_mentions: list[str] | None = None,
+    kwargs: list[str] | None = None,
+    without_kwargs: list[str] | None = None,
+    in_loop: bool | None = None,
+) -> Verdict:
+    """The kernel's launch: grid rank, names the grid mentions (regex), launch keywords present or absent."""
+    k = _kernel(s)
+    hits = []
+    for la in k.launches:
+        if grid_dims is not None and la.grid_dims != grid_dims:
+            continue
+        if grid_mentions is not None and not any(re.search(p, la.grid) for p in grid_mentions):
+            continue
+        if kwargs is not None and not all(x in la.kwargs for x in kwargs):
+            continue
+        if without_kwargs is not None and any(x in la.kwargs for x in without_kwargs):
+            continue
+        if in_loop is not None and bool(la.loops) != in_loop:
+            continue
+        hits.append(la)
+    if hits:
+        return Verdict(ok=True, lines=[la.line for la in hits], reasons=[f"launch grid {hits[0].grid} (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no matching launch" if k.launches else "no launch of this kernel in the file"])
+
+
+# --------------------------------------------------------------------------------------
+# host side (file scope)
+# --------------------------------------------------------------------------------------
+
+
+@predicate(scope="file")
+def host_calls(s: Subject, *, name: list[str], kwarg: str | None = None, kwarg_values: list[str] | None = None, min_count: int = 1) -> Verdict:
+    """Host (non-kernel) code calls one of `name` (regular expressions over normalised dotted names)."""
+    hits = []
+    for c in s.file.host_calls:
+        if not _matches_any(c.name, name):
+            continue
+        if kwarg is not None and (kwarg not in c.kwargs or (kwarg_values is not None and _unquote(c.kwargs[kwarg]) not in kwarg_values)):
+            continue
+        hits.append(c)
+    return _hit(hits, f"host call {'/'.join(name)}", min_count)
+
+
+@predicate(scope="file")
+def file_imports(s: Subject, *, modules: list[str]) -> Verdict:
+    """The file imports one of `modules` (regular expressions over full module paths)."""
+    hits = [m for m in s.file.imports.values() if _matches_any(m, modules)]
+    return Verdict(ok=bool(hits), reasons=[f"imports {', '.join(sorted(set(hits)))}" if hits else f"no import of {modules}"])
+
+
+@predicate(scope="file")
+def has_kernel(s: Subject) -> Verdict:
+    """The file defines at least one @triton.jit kernel."""
+    n = len(s.file.kernels)
+    return Verdict(ok=n > 0, reasons=[f"{n} Triton kernels"])

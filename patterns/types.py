@@ -1,0 +1,439 @@
+"""Core types shared by every stage: kernel facts, pattern, bottleneck,
+suggestion, candidate, evidence. Defined once here; everything else imports them.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# --------------------------------------------------------------------------------------
+# Kernel facts (produced by patterns.facts)
+# --------------------------------------------------------------------------------------
+
+
+class _Facts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Param(_Facts):
+    name: str
+    constexpr: bool = False
+    annotation: str = ""
+    default: str | None = None
+
+
+class CallSite(_Facts):
+    """One call inside a kernel or host function, normalised (`tl.dot`, `tl.load`)."""
+
+    name: str
+    line: int
+    args: list[str] = Field(default_factory=list)
+    kwargs: dict[str, str] = Field(default_factory=dict)
+    loops: list[int] = Field(default_factory=list, description="lines of the enclosing loops, outermost first")
+    function: str = ""
+    receiver: str = Field("", description="origin of the object a method is called on, e.g. tl.make_tensor_descriptor")
+    first_arg_origin: str = Field("", description="call that produced the first argument, e.g. tl.make_block_ptr")
+    operand_dtypes: list[str] = Field(default_factory=list, description="tl.dot operand dtypes where readable")
+    via: str = Field("", description="@triton.jit helper this call was inlined from")
+    pid_axes: list[int] = Field(default_factory=list, description="program_id axes the arguments depend on")
+    depends_on: list[str] = Field(default_factory=list, description="variables the arguments derive from, transitively")
+
+    @property
+    def in_loop(self) -> bool:
+        return bool(self.loops)
+
+
+class LoopFacts(_Facts):
+    line: int
+    end_line: int
+    kind: str = Field(description="range, tl.range, tl.static_range, while, iter")
+    target: str = ""
+    iter: str = ""
+    num_stages: int | None = None
+    kwargs: dict[str, str] = Field(default_factory=dict)
+    depth: int = 0
+
+
+class AutotuneFacts(_Facts):
+    line: int
+    configs: list[dict[str, str]] = Field(default_factory=list)
+    key: list[str] = Field(default_factory=list)
+    generated: bool = Field(False, description="configs built by an expression, count unknown")
+
+
+class LaunchFacts(_Facts):
+    """`kernel[grid](...)` in a host function."""
+
+    kernel: str
+    function: str
+    line: int
+    grid: str = ""
+    grid_dims: int = 0
+    grid_is_callable: bool = False
+    args: list[str] = Field(default_factory=list)
+    kwargs: dict[str, str] = Field(default_factory=dict)
+    loops: list[int] = Field(default_factory=list)
+
+
+class KernelFacts(_Facts):
+    name: str
+    path: str
+    line: int
+    end_line: int
+    decorators: list[str] = Field(default_factory=list)
+    jit_kwargs: dict[str, str] = Field(default_factory=dict)
+    params: list[Param] = Field(default_factory=list)
+    autotune: AutotuneFacts | None = None
+    heuristics: dict[str, str] = Field(default_factory=dict)
+    calls: list[CallSite] = Field(default_factory=list)
+    loops: list[LoopFacts] = Field(default_factory=list)
+    dtypes: dict[str, str] = Field(default_factory=dict, description="local variable -> dtype where readable")
+    origins: dict[str, str] = Field(default_factory=dict, description="local variable -> producing call")
+    pid_deps: dict[str, list[int]] = Field(default_factory=dict, description="local variable -> program_id axes it depends on")
+    assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, last assigned expression)")
+    launches: list[LaunchFacts] = Field(default_factory=list)
+    helpers: list[str] = Field(default_factory=list)
+
+    def calls_named(self, *names: str) -> list[CallSite]:
+        return [c for c in self.calls if c.name in names]
+
+    @property
+    def constexprs(self) -> list[str]:
+        return [p.name for p in self.params if p.constexpr]
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+class FileFacts(_Facts):
+    path: str
+    kernels: list[KernelFacts] = Field(default_factory=list)
+    launches: list[LaunchFacts] = Field(default_factory=list)
+    host_calls: list[CallSite] = Field(default_factory=list)
+    host_functions: list[str] = Field(default_factory=list)
+    imports: dict[str, str] = Field(default_factory=dict)
+    constants: dict[str, str] = Field(default_factory=dict, description="module-level name -> assigned source text")
+    lines: int = 0
+
+    def kernel(self, name: str) -> KernelFacts | None:
+        return next((k for k in self.kernels if k.name == name), None)
+
+
+# --------------------------------------------------------------------------------------
+# Pattern (one folder of patterns/library, validated from pattern.yaml)
+# --------------------------------------------------------------------------------------
+
+
+class Category(str, Enum):
+    memory = "memory"
+    compute = "compute"
+    parallelism = "parallelism"
+    numerics = "numerics"
+    launch_scheduling = "launch-scheduling"
+    fusion = "fusion"
+    quantization = "quantization"
+    concurrency_host = "concurrency-host"
+
+
+class Status(str, Enum):
+    draft = "draft"
+    preview = "preview"
+    stable = "stable"
+
+
+class BottleneckClass(str, Enum):
+    memory = "memory-bound"
+    compute = "compute-bound"
+    occupancy = "occupancy-bound"
+    launch = "launch-bound"
+    host = "host-bound"
+    numerics = "numerics-risk"
+
+
+class Safety(str, Enum):
+    """What review a rewrite needs. Only `exact` may ever merge without a person."""
+
+    exact = "exact"
+    numerics = "numerics-changing"
+    concurrency = "concurrency-changing"
+
+    @property
+    def review(self) -> str:
+        return {
+            "exact": "bit-identical: may merge automatically with --auto-merge-exact",
+            "numerics-changing": "changes rounding or reduction order: a person must accept",
+            "concurrency-changing": "changes threading or ordering: a person must accept",
+        }[self.value]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+class Condition(_Strict):
+    """A machine-checkable condition: a tree of all/any/not over named predicates.
+
+    YAML forms:  `{all: [...]}`, `{any: [...]}`, `{not: {...}}`,
+    `{predicate_name: {arg: value}}` or a bare `predicate_name`.
+    Predicates come from the one library in patterns.predicates; names and
+    arguments are checked when the pattern loads (no eval of strings).
+    """
+
+    op: Literal["all", "any", "not", "pred"]
+    children: list[Condition] = Field(default_factory=list)
+    predicate: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"op": "pred", "predicate": data, "args": {}}
+        if isinstance(data, dict) and "op" not in data:
+            if len(data) != 1:
+                raise ValueError(f"a condition has exactly one key (all/any/not/<predicate>), got {sorted(data)}")
+            (key, value), = data.items()
+            if key in ("all", "any"):
+                if not isinstance(value, list) or not value:
+                    raise ValueError(f"'{key}' takes a non-empty list of conditions")
+                return {"op": key, "children": value}
+            if key == "not":
+                return {"op": "not", "children": [value]}
+            if value is None:
+                value = {}
+            if not isinstance(value, dict):
+                raise ValueError(f"predicate '{key}' takes a mapping of arguments, got {type(value).__name__}")
+            return {"op": "pred", "predicate": key, "args": value}
+        return data
+
+    @model_validator(mode="after")
+    def _check_predicate(self) -> Condition:
+        if self.op == "pred":
+            from patterns.predicates import validate_call  # registry imports this module
+
+            self.args = validate_call(self.predicate, self.args)
+        return self
+
+    def to_yaml(self) -> Any:
+        if self.op == "pred":
+            return {self.predicate: self.args} if self.args else self.predicate
+        if self.op == "not":
+            return {"not": self.children[0].to_yaml()}
+        return {self.op: [c.to_yaml() for c in self.children]}
+
+    def describe(self) -> str:
+        if self.op == "pred":
+            inner = ", ".join(f"{k}={v}" for k, v in self.args.items())
+            return f"{self.predicate}({inner})"
+        if self.op == "not":
+            return f"not {self.children[0].describe()}"
+        return f" {self.op} ".join(f"({c.describe()})" if c.op in ("all", "any") else c.describe() for c in self.children)
+
+
+class ArchCondition(_Strict):
+    vendors: list[Literal["nvidia", "amd"]] = Field(default_factory=lambda: ["nvidia", "amd"])
+    min_sm: int | None = Field(None, description="minimum NVIDIA compute capability x10, e.g. 90 for Hopper")
+    max_sm: int | None = None
+
+
+class ShapeCondition(_Strict):
+    name: str = Field(description="shape variable as given to --shape, e.g. B or N_CTX")
+    min: int | None = None
+    max: int | None = None
+
+
+class AppliesWhen(_Strict):
+    bottlenecks: list[BottleneckClass] = Field(min_length=1)
+    conditions: Condition | None = None
+    arch: ArchCondition = Field(default_factory=ArchCondition)
+    dtypes: list[str] = Field(default_factory=list, description="operand dtypes it is for; empty = any")
+    shapes: list[ShapeCondition] = Field(default_factory=list)
+
+
+class ResourceLimits(_Strict):
+    registers: str = ""
+    shared_memory: str = ""
+    sm_count: str = ""
+    occupancy: str = ""
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _some(self) -> ResourceLimits:
+        if not any((self.registers, self.shared_memory, self.sm_count, self.occupancy, self.notes)):
+            raise ValueError("state at least one bound (registers, shared_memory, sm_count, occupancy or notes)")
+        return self
+
+
+class RewriteParam(_Strict):
+    type: Literal["int", "str", "bool", "float"]
+    default: Any = None
+    choices: list[Any] = Field(default_factory=list)
+    help: str = ""
+
+
+class Transformation(_Strict):
+    method: str = Field(min_length=40, description="the method in prose")
+    rewrite: str | None = Field(None, description="name of the automatic rewrite in patterns.rewriter, if any")
+    params: dict[str, RewriteParam] = Field(default_factory=dict)
+
+
+class UpstreamLocation(_Strict):
+    project: Literal["sglang", "fla", "deepgemm"]
+    version: str
+    path: str = Field(description="path inside the upstream wheel, e.g. fla/ops/kda/fused_recurrent.py")
+    symbol: str
+    lines: tuple[int, int]
+    note: str = ""
+
+    @field_validator("lines")
+    @classmethod
+    def _ordered(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if v[0] < 1 or v[1] < v[0]:
+            raise ValueError(f"lines must be [start, end] with 1 <= start <= end, got {list(v)}")
+        return v
+
+    @property
+    def ref(self) -> str:
+        return f"{self.project} {self.version} {self.path}:{self.lines[0]}-{self.lines[1]} ({self.symbol})"
+
+
+class Measurement(_Strict):
+    hardware: str
+    shapes: str
+    baseline: str
+    candidate: str
+    ratio: float = Field(gt=0, description="candidate speed over baseline (>1 is faster), or error ratio where stated")
+    metric: str = "speedup"
+    command: str
+    source: str = Field("", description="evidence bundle or benchmark file this came from")
+
+
+class PatternEvidence(_Strict):
+    upstream: list[UpstreamLocation] = Field(default_factory=list)
+    measured: list[Measurement] = Field(default_factory=list)
+
+
+class Trap(_Strict):
+    fact: str
+    why: str
+    how: str
+
+
+class Reference(_Strict):
+    title: str
+    url: str = ""
+
+
+class Example(_Strict):
+    """How the before/after examples are run and checked against reference.py."""
+
+    entry: str = Field(description="launcher function defined in before.py and after.py")
+    shapes: list[dict[str, int]] = Field(min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    atol: float = 1e-5
+    rtol: float = 1e-5
+    kernel: str = Field("", description="kernel the pattern is about, when the file has several")
+    inplace: list[str] = Field(default_factory=list, description="inputs the launcher updates in place")
+    gpu_only: str = Field("", description="why the interpreter cannot run it; empty = runs on CPU")
+
+
+class Pattern(_Strict):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str = Field(min_length=8)
+    category: Category
+    status: Status
+    summary: str = Field(min_length=20)
+    why: str = Field(min_length=80, description="mechanism with the traffic/FLOP arithmetic")
+    present_when: Condition
+    applies_when: AppliesWhen
+    resource_limits: ResourceLimits
+    transformation: Transformation
+    safety: Safety
+    evidence: PatternEvidence
+    traps: list[Trap] = Field(default_factory=list)
+    references: list[Reference] = Field(default_factory=list)
+    example: Example | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @property
+    def projects(self) -> list[str]:
+        return sorted({u.project for u in self.evidence.upstream})
+
+    def search_text(self) -> str:
+        """Text embedded for semantic search and shown by keyword search."""
+        parts = [self.title, self.summary, self.why, self.transformation.method, " ".join(self.tags)]
+        parts += [b.value for b in self.applies_when.bottlenecks]
+        parts += [f"{t.fact} {t.why}" for t in self.traps]
+        return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# Analysis, retrieval, rewriting, validation
+# --------------------------------------------------------------------------------------
+
+
+class Bottleneck(_Strict):
+    cls: BottleneckClass
+    source: Literal["estimate", "ncu", "torch-trace", "evidence", "user"] = "estimate"
+    numbers: dict[str, float] = Field(default_factory=dict)
+    rationale: list[str] = Field(default_factory=list)
+
+
+class Verdict(_Strict):
+    """Result of evaluating a condition: whether it holds, where, and why."""
+
+    ok: bool
+    lines: list[int] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Suggestion(_Strict):
+    pattern_id: str
+    title: str
+    kernel: str
+    score: float
+    matched: list[str] = Field(default_factory=list, description="conditions that held, with lines")
+    lines: list[int] = Field(default_factory=list)
+    expected_effect: str = ""
+    safety: Safety
+    upstream: list[UpstreamLocation] = Field(default_factory=list)
+    measured: list[Measurement] = Field(default_factory=list)
+    rewrite: str | None = None
+    already_applied: bool = False
+
+
+class Candidate(_Strict):
+    pattern_id: str
+    path: str
+    kernel: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    diff: str
+    source: str
+    original_sha256: str
+    safety: Safety
+
+
+class CheckResult(_Strict):
+    """One local check: which layer, which shape, pass/fail and the local reason."""
+
+    name: str
+    layer: Literal["correctness", "partition", "integrity", "performance", "serving"]
+    passed: bool | None = Field(description="None = not run here (e.g. needs GPU)")
+    reason: str = ""
+    shape: dict[str, Any] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvidenceBundle(_Strict):
+    op: str
+    candidate: str
+    baseline: str
+    checks: list[CheckResult] = Field(default_factory=list)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    created: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed is not False for c in self.checks)
