@@ -66,6 +66,8 @@ class _Scope:
     assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
     # variable -> every variable its value derives from, transitively
     var_deps: dict[str, set[str]] = field(default_factory=dict)
+    # variables whose value derives from a load from memory
+    loaded: set[str] = field(default_factory=set)
 
 
 class _Extractor(cst.CSTVisitor):
@@ -81,6 +83,8 @@ class _Extractor(cst.CSTVisitor):
         self.host_calls: list[CallSite] = []
         self.host_functions: dict[str, tuple[int, int]] = {}
         self.constants: dict[str, str] = {}
+        self.module_calls: list[CallSite] = []
+        self.host_assigns: dict[str, dict[str, tuple[int, str]]] = {}
         self._scopes: list[_Scope] = []
         self._kernel_stack: list[KernelFacts | None] = []
 
@@ -166,8 +170,10 @@ class _Extractor(cst.CSTVisitor):
             kernel.origins = dict(scope.origins)
             kernel.pid_deps = {k: sorted(v) for k, v in scope.pid_deps.items() if v}
             kernel.assigns = dict(scope.assigns)
+            kernel.loaded = sorted(scope.loaded)
         else:
             self.host_calls.extend(scope.calls)
+            self.host_assigns[scope.name] = dict(scope.assigns)
 
     def _params(self, node: cst.FunctionDef) -> list[Param]:
         params = []
@@ -236,9 +242,15 @@ class _Extractor(cst.CSTVisitor):
         scope = self._scopes[-1]
         it = node.iter
         kind, kwargs = "iter", {}
+        args: list[str] = []
+        start_axes: set[int] = set()
         if isinstance(it, cst.Call):
             kind = self._qualify(dotted(it.func)) or "call"
             kwargs = {a.keyword.value: self.code(a.value) for a in it.args if a.keyword}
+            positional = [a.value for a in it.args if not a.keyword and a.star == ""]
+            args = [self.code(a) for a in positional]
+            if len(positional) >= 2:  # range(start, stop[, step]): a start of 0 is implied otherwise
+                start_axes = self._pid_deps(positional[0], scope)
         stages = kwargs.get("num_stages")
         loop = LoopFacts(
             line=self.line(node),
@@ -249,9 +261,12 @@ class _Extractor(cst.CSTVisitor):
             num_stages=int(stages) if stages and stages.isdigit() else None,
             kwargs=kwargs,
             depth=len(scope.loop_stack),
+            args=args,
+            start_pid_axes=sorted(start_axes),
         )
         scope.loops.append(loop)
         scope.loop_stack.append(loop.line)
+        self._mark_assigned(scope, node.target)
         deps = self._pid_deps(it, scope)
         vdeps = self._var_deps(it, scope)
         for n in [node.target, *[e.value for e in getattr(node.target, "elements", [])]]:
@@ -262,6 +277,23 @@ class _Extractor(cst.CSTVisitor):
     def leave_For(self, original_node: cst.For) -> None:
         if self._scopes:
             self._scopes[-1].loop_stack.pop()
+
+    def _mark_assigned(self, scope: _Scope, target: cst.BaseExpression) -> None:
+        """Record names bound by `target` in every loop that encloses it."""
+        if not scope.loop_stack:
+            return
+        names = []
+        stack = [target]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                names.append(n.value)
+            elif isinstance(n, (cst.Tuple, cst.List)):
+                stack.extend(e.value for e in n.elements)
+        enclosing = set(scope.loop_stack)
+        for lp in scope.loops:
+            if lp.line in enclosing:
+                lp.assigned.extend(n for n in names if n not in lp.assigned)
 
     def visit_While(self, node: cst.While) -> None:
         if not self._scopes:
@@ -295,11 +327,23 @@ class _Extractor(cst.CSTVisitor):
                 targets.extend(el.value.value for el in t.target.elements if isinstance(el.value, cst.Name))
         scope = self._scopes[-1]
         value = node.value
+        for t in node.targets:
+            self._mark_assigned(scope, t.target)
         self._assign_deps(node, scope)
         origin = self._origin(value)
         dtype = self._dtype(value, scope)
         for name in targets:
             scope.assigns[name] = (self.line(node), self.code(value))
+        # `B, T, H, K = q.shape` -> B: (q.shape)[0], ...; `a, b = x, y` -> pairwise
+        for t in node.targets:
+            if isinstance(t.target, cst.Tuple):
+                for i, el in enumerate(t.target.elements):
+                    if isinstance(el.value, cst.Name):
+                        if isinstance(value, cst.Tuple) and len(value.elements) == len(t.target.elements):
+                            scope.assigns[el.value.value] = (self.line(node), self.code(value.elements[i].value))
+                        else:
+                            scope.assigns[el.value.value] = (self.line(node), f"({self.code(value)})[{i}]")
+        for name in targets:
             if origin:
                 scope.origins[name] = origin
             elif name in scope.origins and not isinstance(value, cst.Call):
@@ -357,6 +401,8 @@ class _Extractor(cst.CSTVisitor):
         return out
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self._scopes:
+            self._mark_assigned(self._scopes[-1], node.target)
         if self._scopes and isinstance(node.target, cst.Name):
             self._scopes[-1].var_deps.setdefault(node.target.value, set()).update(
                 self._var_deps(node.value, self._scopes[-1])
@@ -408,8 +454,61 @@ class _Extractor(cst.CSTVisitor):
         return ""
 
     # -- calls and launches ----------------------------------------------------
+    def _reads_memory(self, node: cst.CSTNode, scope: _Scope) -> bool:
+        """Whether an expression loads from memory (tl.load, desc.load) or uses a loaded variable."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name) and n.value in scope.loaded:
+                return True
+            if isinstance(n, cst.Call):
+                if self._qualify(dotted(n.func)) == "tl.load":
+                    return True
+                if isinstance(n.func, cst.Attribute) and n.func.attr.value in ("load", "gather") and self.in_kernel:
+                    return True
+            stack.extend(n.children)
+        return False
+
+    def _track_loaded(self, targets: list[cst.BaseExpression], value: cst.CSTNode, scope: _Scope, augmented: bool = False) -> None:
+        reads = self._reads_memory(value, scope)
+        stack = list(targets)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                if reads:
+                    scope.loaded.add(n.value)
+                elif not augmented:
+                    scope.loaded.discard(n.value)
+            elif isinstance(n, (cst.Tuple, cst.List)):
+                stack.extend(e.value for e in n.elements)
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        if self._scopes:
+            self._track_loaded([t.target for t in original_node.targets], original_node.value, self._scopes[-1])
+
+    def leave_AugAssign(self, original_node: cst.AugAssign) -> None:
+        if self._scopes:
+            self._track_loaded([original_node.target], original_node.value, self._scopes[-1], augmented=True)
+
+    def _module_call(self, node: cst.Call) -> None:
+        """A call outside any function: `_lib = ctypes.CDLL(None)`, `triton.set_allocator(...)`."""
+        if isinstance(node.func, cst.Subscript):
+            return
+        name = self._qualify(dotted(node.func))
+        if not name and isinstance(node.func, cst.Attribute):
+            name = "." + node.func.attr.value
+        self.module_calls.append(
+            CallSite(
+                name=name,
+                line=self.line(node),
+                args=[self.code(a.value) for a in node.args if not a.keyword and a.star == ""],
+                kwargs={a.keyword.value: self.code(a.value) for a in node.args if a.keyword},
+            )
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self._scopes:
+            self._module_call(node)
             return
         scope = self._scopes[-1]
         func = node.func
@@ -527,6 +626,8 @@ def extract_source(source: str, path: str = "<string>") -> FileFacts:
         host_functions=sorted(ex.host_functions),
         imports=dict(ex.aliases),
         constants=ex.constants,
+        module_calls=ex.module_calls,
+        host_assigns=ex.host_assigns,
         lines=source.count("\n") + 1,
     )
 

@@ -486,3 +486,189 @@ def has_kernel(s: Subject) -> Verdict:
     """The file defines at least one @triton.jit kernel."""
     n = len(s.file.kernels)
     return Verdict(ok=n > 0, reasons=[f"{n} Triton kernels"])
+
+
+@predicate()
+def pid_loop(
+    s: Subject,
+    *,
+    start_from_pid: bool = False,
+    contains_any: list[str] | None = None,
+    contains_none: list[str] | None = None,
+    kind: list[str] | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """Loop whose range depends on program_id (start_from_pid: its start does, as in split-K ranges and persistent tile loops)."""
+    k = _kernel(s)
+    hits = []
+    for lp in k.loops:
+        if kind is not None and lp.kind not in kind:
+            continue
+        if start_from_pid:
+            if not lp.start_pid_axes:
+                continue
+        elif not k.pid_deps.get(lp.target) and "program_id" not in lp.iter:
+            continue
+        inside = {c.name for c in k.calls if lp.line in c.loops}
+        if contains_any is not None and not inside & set(contains_any):
+            continue
+        if contains_none is not None and inside & set(contains_none):
+            continue
+        hits.append(lp)
+    desc = "loop " + ("starting at a program_id-dependent index" if start_from_pid else "over a program_id-dependent range")
+    if contains_any:
+        desc += f" containing {'/'.join(contains_any)}"
+    if contains_none:
+        desc += f" without {'/'.join(contains_none)}"
+    if len(hits) >= min_count:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"{desc} (line {', '.join(str(lp.line) for lp in hits[:6])})"])
+    return Verdict(ok=False, reasons=[f"no {desc}"])
+
+
+@predicate()
+def loop_invariant_calls(s: Subject, *, ops: list[str] = ["tl.load"], min_count: int = 1) -> Verdict:  # noqa: B006
+    """Calls to `ops` inside a loop whose arguments derive from nothing the loop (re)assigns: they repeat identically every iteration."""
+    k = _kernel(s)
+    by_line = {lp.line: lp for lp in k.loops}
+    hits = []
+    for c in k.calls:
+        if c.name not in ops or not c.loops or c.via:
+            continue  # calls inlined from a helper depend on its parameters, not the caller's loop
+        inner = by_line.get(c.loops[-1])
+        if inner is None or inner.kind == "tl.static_range":
+            continue  # unrolled at compile time: each copy is its own straight-line code
+        if not set(c.depends_on) & set(inner.assigned):
+            hits.append(c)
+    return _hit(hits, f"loop-invariant {'/'.join(sorted({c.name for c in hits}) or ops)} inside a loop", min_count)
+
+
+@predicate(scope="file")
+def file_calls(s: Subject, *, name: list[str], min_count: int = 1) -> Verdict:
+    """Host code calls one of `name` in a function or at module level (regular expressions), e.g. a ctypes.PyDLL handle made at import."""
+    hits = [c for c in [*s.file.host_calls, *s.file.module_calls] if _matches_any(c.name, name)]
+    return _hit(hits, f"call {'/'.join(name)}", min_count)
+
+
+@predicate()
+def loop_bound_loaded(s: Subject, *, min_count: int = 1) -> Verdict:
+    """A loop's range derives from values the kernel loads (per-program extents read on the device, not passed from the host)."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = [c for c in k.calls if c.name in ("range", "tl.range") and not c.via and set(c.depends_on) & loaded]
+    return _hit(hits, "loop bound loaded from memory", min_count)
+
+
+@predicate()
+def launch_option(s: Subject, *, name: str, min_value: int | None = None, max_value: int | None = None) -> Verdict:
+    """A launch keyword or autotune config option (num_stages, num_warps, ...) is an integer literal in [min_value, max_value]."""
+    k = _kernel(s)
+    found: list[tuple[int, int]] = []
+    texts = [(la.line, la.kwargs[name]) for la in k.launches if name in la.kwargs]
+    if k.autotune is not None:
+        texts += [(k.autotune.line, cfg[name]) for cfg in k.autotune.configs if name in cfg]
+    for line, text in texts:
+        text = s.file.constants.get(text, text).strip()
+        if text.isdigit():
+            found.append((line, int(text)))
+    hits = [(ln, v) for ln, v in found if (min_value is None or v >= min_value) and (max_value is None or v <= max_value)]
+    if hits:
+        return Verdict(ok=True, lines=sorted({ln for ln, _ in hits}), reasons=[f"{name}={hits[0][1]} (line {hits[0][0]})"])
+    seen = ", ".join(str(v) for _, v in found) or "no literal value"
+    return Verdict(ok=False, reasons=[f"{name}: {seen}"])
+
+
+@predicate()
+def calls_like(
+    s: Subject,
+    *,
+    name: list[str],
+    depends_on: list[str] | None = None,
+    in_loop: bool | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """Kernel calls a function whose normalised name matches `name` (regular expressions), optionally on values derived from a variable or parameter matching `depends_on`."""
+    hits = []
+    for c in _kernel(s).calls:
+        if not _matches_any(c.name, name):
+            continue
+        if depends_on is not None and not any(_matches_any(v, depends_on) for v in c.depends_on):
+            continue
+        if in_loop is not None and c.in_loop != in_loop:
+            continue
+        hits.append(c)
+    desc = "call " + "/".join(sorted({c.name for c in hits}) or name)
+    if depends_on:
+        desc += f" on a value derived from {'/'.join(depends_on)}"
+    if in_loop is not None:
+        desc += " in a loop" if in_loop else " outside loops"
+    return _hit(hits, desc, min_count)
+
+
+@predicate()
+def loop_calls(s: Subject, *, each_of: list[list[str]], direct: bool = False, min_count: int = 1) -> Verdict:
+    """One loop contains, for every group in `each_of`, a call matching one of the group's regular expressions (direct: in its own body, not a nested loop)."""
+    k = _kernel(s)
+    hits = []
+    for lp in k.loops:
+        inside = [c.name for c in k.calls if (c.loops[-1:] == [lp.line] if direct else lp.line in c.loops)]
+        if all(any(_matches_any(n, group) for n in inside) for group in each_of):
+            hits.append(lp)
+    desc = "loop calling " + " and ".join("/".join(g) for g in each_of)
+    if len(hits) >= min_count:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"{desc} (line {', '.join(str(lp.line) for lp in hits[:6])})"])
+    return Verdict(ok=False, reasons=[f"no {desc}"])
+
+
+@predicate()
+def reductions_share_load(
+    s: Subject,
+    *,
+    ops: list[str] = ["tl.sum", "tl.max", "tl.min", "tl.reduce"],  # noqa: B006
+    min_count: int = 2,
+) -> Verdict:
+    """At least min_count reductions in one loop body (or in the loop-free body) derive from the same value loaded there: several reductions per read."""
+    k = _kernel(s)
+    by_line = {lp.line: lp for lp in k.loops}
+    in_any_loop = {v for lp in k.loops for v in lp.assigned}
+    loaded = set(k.loaded)
+    groups: dict[tuple[tuple[int, ...], str], list[CallSite]] = {}
+    for c in k.calls:
+        if c.name not in ops or c.via:
+            continue  # calls inlined from a helper depend on its parameters, not the caller's values
+        ctx = tuple(c.loops)
+        inner = by_line.get(ctx[-1]) if ctx else None
+        if ctx and inner is None:
+            continue
+        for v in set(c.depends_on) & loaded:
+            if (inner is not None and v in inner.assigned) or (inner is None and v not in in_any_loop):
+                groups.setdefault((ctx, v), []).append(c)
+    best = max(groups.values(), key=len, default=[])
+    if len(best) >= min_count:
+        lines = sorted({c.line for c in best})
+        return Verdict(ok=True, lines=lines, reasons=[f"{len(best)} reductions of one loaded value in one pass (line {', '.join(map(str, lines[:6]))})"])
+    return Verdict(ok=False, reasons=[f"no pass with {min_count} reductions of the same loaded value"])
+
+
+@predicate()
+def epilogue_calls(s: Subject, *, name: list[str], after: list[str] = ["tl\\.dot"], min_count: int = 1) -> Verdict:  # noqa: B006
+    """Calls matching `name` sit outside loops after the last loop that calls `after` (regular expressions): work fused into the producer's epilogue."""
+    k = _kernel(s)
+    producers = [lp for lp in k.loops if any(lp.line in c.loops and _matches_any(c.name, after) for c in k.calls)]
+    if not producers:
+        return Verdict(ok=False, reasons=[f"no loop calling {'/'.join(after)}"])
+    end = max(lp.end_line for lp in producers)
+    hits = [c for c in k.calls if not c.loops and c.line > end and _matches_any(c.name, name)]
+    return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits}) or name)} after the {'/'.join(after)} loop", min_count)
+
+
+@predicate(scope="file")
+def launch_sequence(s: Subject, *, min_kernels: int = 2) -> Verdict:
+    """One host function launches at least min_kernels different Triton kernels (later ones may re-read what earlier ones wrote)."""
+    by_fn: dict[str, list] = {}
+    for la in s.file.launches:
+        by_fn.setdefault(la.function, []).append(la)
+    for fn, las in by_fn.items():
+        names = list(dict.fromkeys(la.kernel for la in las))
+        if len(names) >= min_kernels:
+            return Verdict(ok=True, lines=[la.line for la in las], reasons=[f"{fn} launches {', '.join(names)}"])
+    return Verdict(ok=False, reasons=[f"no host function launches {min_kernels} kernels"])

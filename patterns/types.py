@@ -54,6 +54,9 @@ class LoopFacts(_Facts):
     num_stages: int | None = None
     kwargs: dict[str, str] = Field(default_factory=dict)
     depth: int = 0
+    assigned: list[str] = Field(default_factory=list, description="names (re)assigned in the loop body, loop targets included")
+    args: list[str] = Field(default_factory=list, description="positional arguments of the range call")
+    start_pid_axes: list[int] = Field(default_factory=list, description="program_id axes the range's start depends on")
 
 
 class AutotuneFacts(_Facts):
@@ -95,6 +98,7 @@ class KernelFacts(_Facts):
     assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, last assigned expression)")
     launches: list[LaunchFacts] = Field(default_factory=list)
     helpers: list[str] = Field(default_factory=list)
+    loaded: list[str] = Field(default_factory=list, description="local variables whose value derives from a load from memory (tl.load, desc.load)")
 
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]
@@ -115,6 +119,12 @@ class FileFacts(_Facts):
     host_functions: list[str] = Field(default_factory=list)
     imports: dict[str, str] = Field(default_factory=dict)
     constants: dict[str, str] = Field(default_factory=dict, description="module-level name -> assigned source text")
+    host_assigns: dict[str, dict[str, tuple[int, str]]] = Field(
+        default_factory=dict, description="host function -> local variable -> (line, last assigned expression)"
+    )
+    module_calls: list[CallSite] = Field(
+        default_factory=list, description="calls at module or class level, outside functions (library handles made at import)"
+    )
     lines: int = 0
 
     def kernel(self, name: str) -> KernelFacts | None:
@@ -437,3 +447,28 @@ class EvidenceBundle(_Strict):
     @property
     def passed(self) -> bool:
         return all(c.passed is not False for c in self.checks)
+
+
+class KernelReport(_Strict):
+    """`patterns suggest` for one kernel: its bottleneck and what to do about it."""
+
+    kernel: str
+    path: str
+    line: int
+    gpu: str
+    bottleneck: Bottleneck
+    other_bottlenecks: list[Bottleneck] = Field(default_factory=list)
+    suggestions: list[Suggestion] = Field(default_factory=list)
+    already_applied: list[Suggestion] = Field(default_factory=list)
+
+
+class SuggestReport(_Strict):
+    """The JSON output of `patterns suggest` (schema: docs/suggest.schema.json)."""
+
+    schema_version: Literal[1] = 1
+    tool: str = "patterns"
+    file: str
+    gpu: str
+    shapes: dict[str, int] = Field(default_factory=dict)
+    profile: str | None = None
+    kernels: list[KernelReport]

@@ -1,0 +1,257 @@
+"""From a kernel file to ranked, explained suggestions.
+
+Order of decisions, each made here and nowhere else:
+1. facts of every kernel in the file (patterns.facts);
+2. its bottleneck: a profile when given, else the estimate (retriever.estimate);
+3. per pattern: `present_when` holds -> "already applied", never suggested;
+4. the applicability gates: arch, dtype, shape conditions, bottleneck class,
+   `applies_when.conditions` — a pattern failing any gate is dropped;
+5. ranking of the survivors: gate strength combined with the embedding
+   similarity of the kernel's description to the pattern (ChromaDB index).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from patterns.facts import extract_file
+from patterns.hardware import GPU, gpu
+from patterns.library import Entry, load_library
+from patterns.predicates import PREDICATES, Subject, evaluate
+from patterns.retriever.estimate import DTYPE_ALIASES, Analysis, estimate
+from patterns.types import (
+    BottleneckClass,
+    Condition,
+    FileFacts,
+    KernelFacts,
+    KernelReport,
+    Pattern,
+    Suggestion,
+    SuggestReport,
+    Verdict,
+)
+
+# weights of the final score: the gates decide relevance, the embedding orders near-ties
+GATE_WEIGHT = 0.75
+SIMILARITY_WEIGHT = 0.25
+HOST_KERNEL = "<host code>"
+
+
+class RetrieveError(ValueError):
+    """Bad input to suggest; one line naming the file."""
+
+
+def is_file_scope(cond: Condition | None) -> bool:
+    """A condition made only of file-scope predicates is about host code, not one kernel."""
+    if cond is None:
+        return False
+    if cond.op == "pred":
+        return PREDICATES[cond.predicate].scope == "file"
+    return all(is_file_scope(c) for c in cond.children)
+
+
+@dataclass
+class Gate:
+    passed: bool
+    strength: float
+    matched: list[str]
+    lines: list[int]
+    reason: str = ""
+
+
+def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes: set[str], shapes: dict[str, int]) -> Gate:
+    aw = pattern.applies_when
+    if hw.vendor not in aw.arch.vendors:
+        return Gate(False, 0, [], [], f"not for {hw.vendor} GPUs")
+    if hw.vendor == "nvidia" and aw.arch.min_sm and hw.sm < aw.arch.min_sm:
+        return Gate(False, 0, [], [], f"needs sm_{aw.arch.min_sm}+, {hw.name} is sm_{hw.sm}")
+    if hw.vendor == "nvidia" and aw.arch.max_sm and hw.sm > aw.arch.max_sm:
+        return Gate(False, 0, [], [], f"only up to sm_{aw.arch.max_sm}")
+    if aw.dtypes and dtypes and not (set(DTYPE_ALIASES.get(d, d) for d in aw.dtypes) & dtypes):
+        return Gate(False, 0, [], [], f"for {'/'.join(aw.dtypes)}, kernel uses {'/'.join(sorted(dtypes))}")
+    for sc in aw.shapes:
+        v = shapes.get(sc.name)
+        if v is not None and ((sc.min is not None and v < sc.min) or (sc.max is not None and v > sc.max)):
+            return Gate(False, 0, [], [], f"{sc.name}={v} outside [{sc.min}, {sc.max}]")
+    strength = max(analysis.strength(b) for b in aw.bottlenecks)
+    if strength == 0:
+        return Gate(False, 0, [], [], f"addresses {'/'.join(b.value for b in aw.bottlenecks)}, kernel is {analysis.primary.cls.value}")
+    matched = [f"bottleneck {b.value}" for b in aw.bottlenecks if b in analysis.classes]
+    lines: list[int] = []
+    cond_strength = 0.5
+    if aw.conditions is not None:
+        v: Verdict = evaluate(aw.conditions, subject)
+        if not v.ok:
+            return Gate(False, 0, [], [], f"condition failed: {'; '.join(v.reasons[:2])}")
+        matched += v.reasons
+        lines = v.lines
+        cond_strength = 1.0
+    return Gate(True, 0.5 * strength + 0.5 * cond_strength, matched, lines)
+
+
+def expected_effect(pattern: Pattern, analysis: Analysis) -> str:
+    n = analysis.numbers
+    parts = []
+    for b in pattern.applies_when.bottlenecks:
+        if b not in analysis.classes:
+            continue
+        if b == BottleneckClass.occupancy and "sm_fill" in n:
+            fill = n["sm_fill"]
+            gain = f"; filling the SMs can cut time by up to {1 / fill:.1f}×" if fill < 1 else ""
+            parts.append(f"grid of {int(n['programs'])} programs fills {fill:.0%} of {int(n['sm_count'])} SMs ({n['waves']} waves){gain}")
+        elif b == BottleneckClass.memory and "bytes" in n:
+            parts.append(
+                f"memory-bound: {n['bytes'] / 1e6:.2f} MB per launch = {n['t_memory_us']} µs at the measured bandwidth "
+                f"(intensity {n['intensity_flop_per_byte']} FLOP/B vs ridge {n['ridge_flop_per_byte']}); gains come from fewer bytes or higher achieved bandwidth"
+            )
+        elif b == BottleneckClass.compute and "flops" in n:
+            parts.append(f"compute-bound: {n['flops'] / 1e9:.2f} GFLOP per launch = {n['t_compute_us']} µs at peak")
+        elif b == BottleneckClass.launch and "t_estimate_us" in n:
+            parts.append(f"~{n['t_estimate_us']} µs of work per launch against ~{n['launch_overhead_us']} µs launch overhead")
+        else:
+            bn = next((x for x in [analysis.primary, *analysis.others] if x.cls == b), None)
+            if bn and bn.rationale:
+                parts.append(bn.rationale[0])
+    best = max(pattern.evidence.measured, key=lambda m: m.ratio, default=None)
+    if best is not None:
+        parts.append(f"measured {best.ratio:.2f}× ({best.metric}) on {best.hardware}, {best.shapes}")
+    return "; ".join(parts)
+
+
+def describe_kernel(kernel: KernelFacts | None, analysis: Analysis) -> str:
+    """The text embedded as the query: the bottleneck in words and the kernel's shape of work."""
+    words = [f"{analysis.primary.cls.value} kernel", *analysis.primary.rationale]
+    words += [b.cls.value + ": " + "; ".join(b.rationale) for b in analysis.others]
+    if kernel is not None:
+        names = sorted({c.name for c in kernel.calls if c.name.startswith("tl.")})
+        words.append("uses " + ", ".join(names))
+        if kernel.loops:
+            words.append(f"{len(kernel.loops)} loops")
+        words.append(kernel.name.replace("_", " "))
+    return ". ".join(words)
+
+
+def _dtypes(kernel: KernelFacts | None, dtype: str, overrides: dict[str, str]) -> set[str]:
+    out = {DTYPE_ALIASES.get(dtype, dtype)} | {DTYPE_ALIASES.get(v, v) for v in overrides.values()}
+    if kernel is not None:
+        out |= {d for d in kernel.dtypes.values() if d.startswith(("float", "bfloat"))}
+        for c in kernel.calls_named("tl.dot"):
+            out |= {d for d in c.operand_dtypes if d}
+    return out
+
+
+def _suggestion(entry: Entry, kernel: str, score: float, g: Gate | None, effect: str, applied: bool, verdict: Verdict | None = None) -> Suggestion:
+    p = entry.pattern
+    return Suggestion(
+        pattern_id=p.id,
+        title=p.title,
+        kernel=kernel,
+        score=round(score, 4),
+        matched=(g.matched if g else []) if not applied else (verdict.reasons if verdict else []),
+        lines=(g.lines if g else []) if not applied else (verdict.lines if verdict else []),
+        expected_effect=effect,
+        safety=p.safety,
+        upstream=p.evidence.upstream,
+        measured=p.evidence.measured,
+        rewrite=p.transformation.rewrite,
+        already_applied=applied,
+    )
+
+
+def analyse(
+    facts: FileFacts,
+    kernel: KernelFacts | None,
+    hw: GPU,
+    shapes: dict[str, int],
+    dtype: str,
+    overrides: dict[str, str],
+    profile: Path | None,
+) -> Analysis:
+    if kernel is None:
+        from patterns.retriever.estimate import host_analysis
+
+        return host_analysis(facts, hw)
+    analysis = estimate(facts, kernel, hw, shapes, dtype, overrides)
+    if profile is not None:
+        from patterns.retriever.profile import apply_profile
+
+        analysis = apply_profile(analysis, profile, kernel.name)
+    return analysis
+
+
+def suggest(
+    path: Path,
+    *,
+    kernel: str | None = None,
+    shapes: dict[str, int] | None = None,
+    arch: str = "h200",
+    dtype: str = "bfloat16",
+    dtype_overrides: dict[str, str] | None = None,
+    profile: Path | None = None,
+    top: int = 5,
+    chroma_url: str | None = None,
+    index_dir: Path | None = None,
+    entries: list[Entry] | None = None,
+    progress=None,
+) -> SuggestReport:
+    shapes = dict(shapes or {})
+    overrides = dict(dtype_overrides or {})
+    hw = gpu(arch)
+    facts = extract_file(path)
+    entries = entries if entries is not None else load_library()
+    file_subject = Subject(facts, None)
+    host_patterns = [e for e in entries if is_file_scope(e.pattern.applies_when.conditions)]
+    kernel_patterns = [e for e in entries if e not in host_patterns]
+
+    targets: list[KernelFacts | None] = list(facts.kernels)
+    if kernel is not None:
+        targets = [k for k in facts.kernels if k.name == kernel]
+        if not targets:
+            known = ", ".join(k.name for k in facts.kernels) or "none"
+            raise RetrieveError(f"{path}: --kernel: no kernel named '{kernel}' (kernels: {known})")
+    host = analyse(facts, None, hw, shapes, dtype, overrides, None)
+    host_relevant = host.primary.cls == BottleneckClass.host
+    if kernel is None and host_relevant:
+        targets.append(None)
+    if not targets:
+        raise RetrieveError(f"{path}: no @triton.jit kernel found (and no host-side hazard to analyse)")
+
+    analyses = [(k, analyse(facts, k, hw, shapes, dtype, overrides, profile)) for k in targets]
+    queries = [describe_kernel(k, a) for k, a in analyses]
+    sims: dict[int, dict[str, float]] = {}
+    if entries:
+        from patterns.retriever.index import similarities_many
+
+        sims = dict(enumerate(similarities_many(queries, entries, chroma_url=chroma_url, path=index_dir, progress=progress)))
+
+    reports = []
+    for i, (k, analysis) in enumerate(analyses):
+        subject = Subject(facts, k) if k is not None else file_subject
+        pool = kernel_patterns if k is not None else host_patterns
+        suggestions, applied = [], []
+        for entry in pool:
+            p = entry.pattern
+            present = evaluate(p.present_when, subject)
+            sim = sims.get(i, {}).get(p.id, 0.0)
+            if present.ok:
+                applied.append(_suggestion(entry, k.name if k else HOST_KERNEL, 1.0, None, "", True, present))
+                continue
+            g = gate(p, subject, analysis, hw, _dtypes(k, dtype, overrides), shapes)
+            if not g.passed:
+                continue
+            score = GATE_WEIGHT * g.strength + SIMILARITY_WEIGHT * max(0.0, sim)
+            suggestions.append(_suggestion(entry, k.name if k else HOST_KERNEL, score, g, expected_effect(p, analysis), False))
+        suggestions.sort(key=lambda s: (-s.score, s.pattern_id))
+        reports.append(
+            KernelReport(
+                kernel=k.name if k else HOST_KERNEL,
+                path=str(path),
+                line=k.line if k else 1,
+                gpu=hw.name,
+                bottleneck=analysis.primary,
+                other_bottlenecks=analysis.others,
+                suggestions=suggestions[:top],
+                already_applied=applied,
+            )
+        )
+    return SuggestReport(file=str(path), gpu=hw.name, shapes=shapes, profile=str(profile) if profile else None, kernels=reports)
