@@ -147,6 +147,11 @@ def query_encoder() -> NumpyEncoder:
     return NumpyEncoder()
 
 
+@lru_cache(maxsize=1)
+def document_encoder() -> SentenceTransformerEncoder:
+    return SentenceTransformerEncoder()
+
+
 class ChromaEmbeddingFunction:
     """ChromaDB embedding function over our encoders (chroma's default downloads a model)."""
 
@@ -156,7 +161,7 @@ class ChromaEmbeddingFunction:
     @property
     def encoder(self):
         if self._encoder is None:
-            self._encoder = SentenceTransformerEncoder()
+            self._encoder = document_encoder()
         return self._encoder
 
     def __call__(self, input):  # noqa: A002 - chroma's protocol names it `input`

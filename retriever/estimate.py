@@ -132,7 +132,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int]) -
             try:
                 env[var] = safe_eval(expr, env)
             except Unknown as exc:
-                size.unknown.add(str(exc))
+                if str(exc).isidentifier():  # a shape the user can give with --shape
+                    size.unknown.add(str(exc))
         params = [p.name for p in kernel.params]
         for name, expr in zip(params, launch.args):
             _bind(size, env, name, expr)
@@ -190,7 +191,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int]) -
             g = g if isinstance(g, tuple) else (g,)
             size.programs = int(math.prod(int(x) for x in g))
         except (Unknown, TypeError, ValueError) as exc:
-            size.unknown.add(f"grid {launch.grid}: {exc}")
+            if str(exc).isidentifier():
+                size.unknown.add(str(exc))
     return size
 
 
@@ -208,41 +210,107 @@ def _bind(size: LaunchSize, env: dict, name: str, expr: str) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _block_dims(kernel: KernelFacts, binds: dict) -> dict[str, list[str]]:
-    """variable -> names of the block sizes of its tl.arange axes (`o_k` -> [BK])."""
-    dims: dict[str, list[str]] = {}
-    for var, (_, expr) in sorted(kernel.assigns.items(), key=lambda kv: kv[1][0]):
-        found = re.findall(r"tl\.arange\(\s*0\s*,\s*(\w+)\s*\)", expr)
-        for other, d in dims.items():
-            if re.search(rf"\b{re.escape(other)}\b", expr):
-                found += d
-        block_shape = re.search(r"block_shape\s*=\s*[\(\[]([^\)\]]*)[\)\]]", expr)
-        if block_shape:
-            found += [x.strip() for x in block_shape.group(1).split(",") if x.strip()]
-        if found:
-            dims[var] = sorted(set(found))
-    return dims
+def _broadcast(*shapes: tuple) -> tuple:
+    shapes = [sh for sh in shapes if sh]
+    if not shapes:
+        return ()
+    n = max(len(sh) for sh in shapes)
+    out = []
+    for i in range(n):
+        dims = [sh[i - n + len(sh)] for sh in shapes if i - n + len(sh) >= 0]
+        real = [d for d in dims if d != 1]
+        out.append(real[0] if real else 1)
+    return tuple(out)
 
 
-def _elements(names: list[str], binds: dict) -> int | None:
-    total = 1
-    for n in names:
-        v = binds.get(n)
-        if v is None:
+class _Shapes:
+    """Block shapes of a kernel's local variables, as tuples of size names (BK, BV) or ints."""
+
+    def __init__(self, kernel: KernelFacts):
+        self.env: dict[str, tuple] = {}
+        for var, (_, expr) in sorted(kernel.assigns.items(), key=lambda kv: kv[1][0]):
             try:
-                v = int(n)
-            except ValueError:
-                return None
+                self.env[var] = self.of(ast.parse(expr.strip(), mode="eval").body)
+            except SyntaxError:
+                continue
+
+    def parse(self, expr: str) -> tuple:
+        try:
+            return self.of(ast.parse(expr.strip(), mode="eval").body)
+        except SyntaxError:
+            return ()
+
+    def of(self, n: ast.AST) -> tuple:
+        if isinstance(n, ast.Name):
+            return self.env.get(n.id, ())
+        if isinstance(n, ast.BinOp):
+            return _broadcast(self.of(n.left), self.of(n.right))
+        if isinstance(n, ast.BoolOp):
+            return _broadcast(*(self.of(v) for v in n.values))
+        if isinstance(n, ast.Compare):
+            return _broadcast(self.of(n.left), *(self.of(c) for c in n.comparators))
+        if isinstance(n, ast.UnaryOp):
+            return self.of(n.operand)
+        if isinstance(n, ast.IfExp):
+            return _broadcast(self.of(n.body), self.of(n.orelse))
+        if isinstance(n, ast.Subscript):
+            base = self.of(n.value)
+            idx = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            if not any(isinstance(i, ast.Constant) and i.value is None for i in idx):
+                return base
+            out, it = [], iter(base)
+            for i in idx:
+                if isinstance(i, ast.Constant) and i.value is None:
+                    out.append(1)
+                else:
+                    out.append(next(it, 1))
+            return tuple(out)
+        if isinstance(n, ast.Call):
+            name = _dotted(n.func)
+            args = n.args
+            kw = {k.arg: k.value for k in n.keywords}
+            if name == "tl.arange" and len(args) == 2:
+                return (_size_name(args[1]),)
+            if name in ("tl.zeros", "tl.full", "tl.empty") and args:
+                shape = args[0]
+                if isinstance(shape, (ast.List, ast.Tuple)):
+                    return tuple(_size_name(e) for e in shape.elts)
+            if name == "tl.make_block_ptr" and "block_shape" in kw and isinstance(kw["block_shape"], (ast.List, ast.Tuple)):
+                return tuple(_size_name(e) for e in kw["block_shape"].elts)
+            if name == "tl.dot" and len(args) >= 2:
+                a, b = self.of(args[0]), self.of(args[1])
+                return (a[0] if a else 1, b[-1] if b else 1)
+            if name == "tl.trans" and args:
+                return tuple(reversed(self.of(args[0])))
+            if name in ("tl.sum", "tl.max", "tl.min", "tl.argmax", "tl.argmin", "tl.reduce") and args:
+                sh = self.of(args[0])
+                axis = kw.get("axis", args[1] if len(args) > 1 else None)
+                if isinstance(axis, ast.Constant) and isinstance(axis.value, int) and sh:
+                    return tuple(d for i, d in enumerate(sh) if i != axis.value % len(sh))
+                return ()
+            if name in ("tl.advance",) and args:
+                return self.of(args[0])
+            if isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "load") and not name.startswith("tl."):
+                return self.of(n.func.value) if n.func.attr == "to" else ()
+            # elementwise tl.* math and tl.load/tl.where: broadcast of the arguments
+            return _broadcast(*(self.of(a) for a in args))
+        return ()
+
+
+def _size_name(n: ast.AST):
+    if isinstance(n, ast.Constant) and isinstance(n.value, int):
+        return n.value
+    return _dotted(n) or ast.dump(n)[:20]
+
+
+def _elements(shape: tuple, binds: dict) -> int | None:
+    total = 1
+    for d in shape:
+        v = d if isinstance(d, int) else binds.get(d)
+        if v is None:
+            return None
         total *= int(v)
     return total
-
-
-def _expr_dims(expr: str, dims: dict[str, list[str]]) -> list[str]:
-    out = re.findall(r"tl\.arange\(\s*0\s*,\s*(\w+)\s*\)", expr)
-    for var, d in dims.items():
-        if re.search(rf"\b{re.escape(var)}\b", expr):
-            out += d
-    return sorted(set(out))
 
 
 def _trip_count(loop_iter: str, binds: dict) -> int | None:
@@ -287,12 +355,12 @@ class BodyCost:
 def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], default_bytes: int) -> BodyCost:
     """Per-program bytes and FLOPs, multiplied through enclosing loop trip counts."""
     cost = BodyCost()
-    dims = _block_dims(kernel, binds)
+    shapes = _Shapes(kernel)
     loops = {lp.line: lp for lp in kernel.loops}
     trips: dict[int, int | None] = {line: _trip_count(lp.iter, binds) for line, lp in loops.items()}
-    for var, d in dims.items():
-        n = _elements(d, binds)
-        if n:
+    for var, sh in shapes.env.items():
+        n = _elements(sh, binds)
+        if n and len(sh) >= 2:
             cost.largest_tile = max(cost.largest_tile, n)
     for c in kernel.calls:
         mult = 1
@@ -304,8 +372,7 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             mult *= t
         if c.name in ("tl.load", "tl.store") and c.args:
             ptr = c.args[0]
-            d = _expr_dims(ptr, dims)
-            n = _elements(d, binds) if d else 1
+            n = _elements(shapes.parse(ptr), binds)
             if n is None:
                 cost.unsized.append(f"{c.name} at line {c.line}")
                 continue
@@ -313,8 +380,8 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             nbytes = elem_bytes.get(base, default_bytes)
             cost.bytes += n * nbytes * mult
         elif c.name == "tl.dot" and len(c.args) >= 2:
-            d = sorted(set(_expr_dims(c.args[0], dims)) | set(_expr_dims(c.args[1], dims)))
-            n = _elements(d, binds)
+            a, b = shapes.parse(c.args[0]), shapes.parse(c.args[1])
+            n = _elements((*a[:1], *b), binds) if a and b else None
             if n is None:
                 cost.unsized.append(f"tl.dot at line {c.line}")
                 continue
@@ -323,20 +390,19 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
                 prec = c.kwargs.get("input_precision", "").strip("'\"")
                 cost.dot_dtype = "float32" if prec == "ieee" or c.kwargs.get("allow_tf32") == "False" else "tf32"
         elif c.name in ("tl.exp", "tl.exp2", "tl.log", "tl.log2", "tl.sqrt", "tl.rsqrt", "tl.sigmoid", "tl.math.exp", "tl.cos", "tl.sin"):
-            d = _expr_dims(" ".join(c.args), dims)
-            n = _elements(d, binds) or 1
-            cost.transcendentals += n * mult
+            n = _elements(shapes.parse(c.args[0]), binds) if c.args else 1
+            cost.transcendentals += (n or 1) * mult
         elif c.name in ("tl.sum", "tl.max", "tl.min"):
-            d = _expr_dims(" ".join(c.args), dims)
-            cost.ew_flops += (_elements(d, binds) or 1) * mult
+            n = _elements(shapes.parse(c.args[0]), binds) if c.args else 1
+            cost.ew_flops += (n or 1) * mult
     # elementwise arithmetic in assignments: one FLOP per operator per element
     for var, (line, expr) in kernel.assigns.items():
         if "tl.load" in expr or "tl.dot" in expr:
             continue
         ops = len(re.findall(r"(?<![\*/])[\+\-\*/](?![\*/=])", expr))
-        d = dims.get(var)
-        if ops and d:
-            n = _elements(d, binds) or 0
+        sh = shapes.env.get(var)
+        if ops and sh:
+            n = _elements(sh, binds) or 0
             mult = 1
             for lp in kernel.loops:
                 if lp.line <= line <= lp.end_line:
@@ -467,7 +533,7 @@ def estimate(
         verdicts.append(roof)
         found = verdicts + found
     else:
-        missing = sorted(size.unknown)[:4] + cost.unsized[:2]
+        missing = sorted(size.unknown)[:6]
         has_dot_loop = any(c.name == "tl.dot" and c.in_loop for c in kernel.calls)
         found.append(Bottleneck(
             cls=BottleneckClass.compute if has_dot_loop else BottleneckClass.memory,

@@ -88,6 +88,9 @@ def build_index(entries: list[Entry], chroma_url: str | None = None, path: Path 
     except Exception as exc:  # a corrupt persistent store: start over rather than fail forever
         if chroma_url:
             raise IndexError_(f"{chroma_url}: cannot use ChromaDB server: {str(exc).splitlines()[0]}") from None
+        from chromadb.api.client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()  # chroma caches the broken store per path
         shutil.rmtree(path / "chroma", ignore_errors=True)
         client = _client(None, path)
         col = _collection(client)

@@ -1,0 +1,132 @@
+"""Retrieval quality over a labelled set of kernels: recall@3 and wrong / already-applied rates.
+
+    python -m patterns.retriever.quality [tests/retrieval_set/cases.yaml]
+
+Cases come from the curated set (kernels written by the project, each with the
+techniques an expert would reach for and those it already applies) and from
+the library itself: every pattern's before.py expects the pattern, and its
+after.py applies it.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from patterns.library import Entry, load_library
+from patterns.retriever.retrieve import suggest
+
+DEFAULT_CASES = Path(__file__).resolve().parents[1] / "tests" / "retrieval_set" / "cases.yaml"
+K = 3
+
+
+@dataclass
+class Case:
+    name: str
+    path: Path
+    kernel: str | None = None
+    shapes: dict[str, int] = field(default_factory=dict)
+    dtype: str = "bfloat16"
+    dtypes: dict[str, str] = field(default_factory=dict)
+    expected: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    case: Case
+    top: list[str]
+    already: list[str]
+    hits: list[str]
+    misses: list[str]
+    wrong: list[str]
+    applied_suggested: list[str]
+    applied_missed: list[str]
+
+
+def load_cases(path: Path = DEFAULT_CASES, entries: list[Entry] | None = None) -> list[Case]:
+    cases = []
+    for raw in yaml.safe_load(path.read_text()):
+        cases.append(Case(
+            name=raw["file"], path=path.parent / raw["file"], kernel=raw.get("kernel"), shapes=raw.get("shapes", {}),
+            dtype=raw.get("dtype", "bfloat16"), dtypes=raw.get("dtypes", {}), expected=raw.get("expected", []),
+            applied=raw.get("applied", []), wrong=raw.get("wrong", []),
+        ))
+    for e in entries or []:
+        ex = e.pattern.example
+        kernel = (ex.kernel or None) if ex else None
+        cases.append(Case(name=f"{e.id}/before.py", path=e.file("before.py"), kernel=kernel, expected=[e.id]))
+        cases.append(Case(name=f"{e.id}/after.py", path=e.file("after.py"), kernel=kernel, applied=[e.id]))
+    return cases
+
+
+def run_case(case: Case, entries: list[Entry]) -> Outcome:
+    report = suggest(case.path, kernel=case.kernel, shapes=case.shapes, dtype=case.dtype, dtype_overrides=case.dtypes,
+                     top=K, entries=entries)
+    top, already = [], []
+    for k in report.kernels:
+        top += [s.pattern_id for s in k.suggestions]
+        already += [s.pattern_id for s in k.already_applied]
+    # over several kernels of one file, keep the best-ranked K distinct ids
+    seen: list[str] = []
+    for pid in top:
+        if pid not in seen:
+            seen.append(pid)
+    top = seen[:K] if len(report.kernels) == 1 else seen
+    return Outcome(
+        case=case, top=top, already=already,
+        hits=[p for p in case.expected if p in top], misses=[p for p in case.expected if p not in top],
+        wrong=[p for p in top if p in case.wrong],
+        applied_suggested=[p for p in case.applied if p in top],
+        applied_missed=[p for p in case.applied if p not in already],
+    )
+
+
+def evaluate_all(cases: list[Case], entries: list[Entry]) -> tuple[list[Outcome], dict[str, float]]:
+    outcomes = [run_case(c, entries) for c in cases]
+    with_expected = [o for o in outcomes if o.case.expected]
+    recall = sum(len(o.hits) / len(o.case.expected) for o in with_expected) / max(1, len(with_expected))
+    n_top = sum(len(o.top) for o in outcomes)
+    metrics = {
+        "cases": len(outcomes),
+        "recall_at_3": recall,
+        "top3_suggestions": n_top,
+        "wrong_rate": sum(len(o.wrong) for o in outcomes) / max(1, n_top),
+        "already_applied_suggested": sum(len(o.applied_suggested) for o in outcomes),
+        "already_applied_rate": sum(len(o.applied_suggested) for o in outcomes) / max(1, n_top),
+        "applied_not_recognised": sum(len(o.applied_missed) for o in outcomes),
+    }
+    return outcomes, metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    argv = sys.argv[1:] if argv is None else argv
+    entries = load_library()
+    cases = load_cases(Path(argv[0]) if argv else DEFAULT_CASES, entries)
+    outcomes, m = evaluate_all(cases, entries)
+    t = Table("case", "expected", "top-3", "already applied", "verdict", title="retrieval quality", title_justify="left")
+    for o in outcomes:
+        bad = o.misses or o.wrong or o.applied_suggested or o.applied_missed
+        verdict = "[green]ok[/]" if not bad else "[red]" + "; ".join(
+            ([f"missed {', '.join(o.misses)}"] if o.misses else []) + ([f"wrong {', '.join(o.wrong)}"] if o.wrong else [])
+            + ([f"re-suggested {', '.join(o.applied_suggested)}"] if o.applied_suggested else [])
+            + ([f"not recognised {', '.join(o.applied_missed)}"] if o.applied_missed else [])) + "[/]"
+        t.add_row(o.case.name, ", ".join(o.case.expected), ", ".join(o.top), ", ".join(o.already), verdict)
+    console = Console(width=200)
+    console.print(t)
+    console.print(
+        f"cases {m['cases']} · recall@3 {m['recall_at_3']:.3f} · wrong {m['wrong_rate']:.3f} · "
+        f"already-applied suggested {m['already_applied_suggested']} ({m['already_applied_rate']:.3f}) · "
+        f"applied but not recognised {m['applied_not_recognised']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
