@@ -403,6 +403,50 @@ def index_cmd(
 
 
 # --------------------------------------------------------------------------------------
+# rewriting
+# --------------------------------------------------------------------------------------
+
+
+@app.command("apply")
+def apply_cmd(
+    pattern_id: str = typer.Argument(..., metavar="PATTERN_ID", help="pattern to apply, e.g. tf32x3_dot_precision"),
+    path: Path = typer.Argument(..., metavar="FILE", help="kernel file to rewrite"),
+    kernel: Optional[str] = typer.Option(None, "--kernel", help="kernel to rewrite when the file has several"),
+    param: list[str] = typer.Option([], "--param", help="rewrite parameter NAME=VALUE (see `patterns show`)"),
+    write: bool = typer.Option(False, "--write", help="write the change (atomically, keeping FILE.orig) instead of printing the diff"),
+) -> None:
+    """Apply a pattern's automatic rewrite: prints a unified diff, or writes it with --write."""
+    from patterns.rewriter.base import AlreadyApplied, apply, write_candidate
+
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    params = {}
+    for item in param:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--param: expected NAME=VALUE, got '{item}'")
+        params[name] = value
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    try:
+        applied = apply(pattern_id, source, str(path), kernel=kernel, params=params)
+    except AlreadyApplied as exc:
+        err_console.print(f"no-op: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return
+    c = applied.candidate
+    for w in applied.warnings:
+        err_console.print(f"warning: {w}", markup=False, highlight=False)
+    if not write:
+        sys.stdout.write(c.diff)
+        err_console.print(f"{c.pattern_id} on {c.kernel or 'host code'}: safety {c.safety.value} — {c.safety.review}", highlight=False)
+        return
+    backup = write_candidate(c, path)
+    err_console.print(f"wrote {path} (backup {backup}); safety {c.safety.value} — {c.safety.review}", highlight=False)
+
+
+# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 
@@ -417,8 +461,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from patterns.retriever.retrieve import RetrieveError
 
     from patterns.hardware import UnknownGPU
+    from patterns.rewriter.base import RewriteError
 
-    return (*_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
+    return (RewriteError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
 
 
 def main(argv: list[str] | None = None) -> None:

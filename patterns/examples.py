@@ -49,27 +49,36 @@ def load_module(path: Path, tag: str = "") -> ModuleType:
 
 
 @contextlib.contextmanager
-def nan_filled_empty():
-    """torch.empty / empty_like / new_empty return NaN-filled (or max-int) tensors."""
+def nan_filled_empty(fill: float = float("nan")):
+    """torch.empty / empty_like / empty_strided / new_empty return poisoned tensors.
+
+    Floating tensors are filled with `fill` (NaN by default); integer tensors
+    with max-int for NaN, else `int(fill)`. The validation gate also poisons
+    with a finite value to tell an unwritten element from one that was read.
+    """
+    import math
+
     import torch
 
-    originals = {"empty": torch.empty, "empty_like": torch.empty_like}
+    originals = {"empty": torch.empty, "empty_like": torch.empty_like, "empty_strided": torch.empty_strided}
     tensor_new_empty = torch.Tensor.new_empty
 
     def poison(t):
         if t.is_floating_point() or t.is_complex():
-            t.fill_(float("nan"))
+            t.fill_(fill)
         elif t.dtype != torch.bool:
-            t.fill_(torch.iinfo(t.dtype).max)
+            t.fill_(torch.iinfo(t.dtype).max if math.isnan(fill) else int(fill))
         return t
 
     torch.empty = lambda *a, **k: poison(originals["empty"](*a, **k))
     torch.empty_like = lambda *a, **k: poison(originals["empty_like"](*a, **k))
+    torch.empty_strided = lambda *a, **k: poison(originals["empty_strided"](*a, **k))
     torch.Tensor.new_empty = lambda self, *a, **k: poison(tensor_new_empty(self, *a, **k))
     try:
         yield
     finally:
         torch.empty, torch.empty_like = originals["empty"], originals["empty_like"]
+        torch.empty_strided = originals["empty_strided"]
         torch.Tensor.new_empty = tensor_new_empty
 
 
@@ -109,6 +118,11 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> tuple[bool, float, 
 
 def run_example(entry: Entry, which: str, device: str = "cpu") -> list[ExampleRun]:
     """Run before.py or after.py over every declared shape and seed."""
+    return run_file(entry, entry.file(f"{which}.py"), which, device)
+
+
+def run_file(entry: Entry, path: Path, which: str = "", device: str = "cpu") -> list[ExampleRun]:
+    """Run any implementation of the example's launcher (e.g. a rewritten before.py) against reference.py."""
     import torch
 
     from patterns import interpreter
@@ -118,11 +132,12 @@ def run_example(entry: Entry, which: str, device: str = "cpu") -> list[ExampleRu
         raise ExampleError(f"{entry.folder}: example: missing")
     if device == "cpu":
         interpreter.enable()
+    which = which or path.stem
     ref_mod = load_module(entry.file("reference.py"))
-    mod = load_module(entry.file(f"{which}.py"))
+    mod = load_module(path)
     launcher = getattr(mod, ex.entry, None)
     if launcher is None:
-        raise ExampleError(f"{entry.file(which + '.py')}: example.entry: no function '{ex.entry}'")
+        raise ExampleError(f"{path}: example.entry: no function '{ex.entry}'")
     runs = []
     for shape in ex.shapes:
         for seed in ex.seeds:

@@ -1,0 +1,180 @@
+"""What every automatic rewrite is, and the one function that applies one.
+
+A rewrite is a libcst codemod (one file per rewrite in rewriter/codemods/,
+named after the pattern it applies) that edits kernel body, decorators and
+launcher together. `apply` is where the decisions around it live:
+
+- a pattern whose `present_when` already holds is a reported no-op;
+- the codemod refuses unsupported cases with `SkipFile(reason)` — never a
+  half-edit;
+- the result must parse, must now satisfy `present_when`, and must touch only
+  what the codemod changed (libcst keeps comments and formatting elsewhere
+  byte for byte);
+- the output is a Candidate: the new source and a unified diff.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import libcst as cst
+from libcst.codemod import CodemodContext, SkipFile, TransformFailure, TransformSkip, TransformSuccess, VisitorBasedCodemodCommand, transform_module
+
+from patterns.facts import FactsError, extract_source
+from patterns.library import Entry, get, present
+from patterns.types import Candidate, FileFacts, KernelFacts
+
+
+class RewriteError(ValueError):
+    """A rewrite cannot be applied; one line naming the file and the reason."""
+
+
+class AlreadyApplied(RewriteError):
+    """The kernel already applies the pattern: nothing to do."""
+
+
+class KernelCodemod(VisitorBasedCodemodCommand):
+    """Base of every rewrite. Subclasses set PATTERN and DESCRIPTION and edit with leave_* methods.
+
+    `self.facts` holds the file's facts and `self.kernel` the targeted kernel's;
+    `self.params` the validated parameters. Refuse with `SkipFile("reason")`.
+    """
+
+    PATTERN: ClassVar[str] = ""
+    DESCRIPTION: ClassVar[str] = ""
+    # which kernels a rewrite may target: a kernel for which this returns a reason is refused
+    def __init__(self, context: CodemodContext, facts: FileFacts, kernel: KernelFacts | None, params: dict[str, Any]):
+        super().__init__(context)
+        self.facts = facts
+        self.kernel = kernel
+        self.params = params
+
+    def refuse(self, reason: str) -> None:
+        raise SkipFile(reason)
+
+    # helpers most rewrites need -------------------------------------------------------
+    def in_target(self, node: cst.FunctionDef) -> bool:
+        return self.kernel is not None and node.name.value == self.kernel.name
+
+    def target_launchers(self) -> set[str]:
+        return {la.function for la in (self.kernel.launches if self.kernel else [])}
+
+
+@dataclass
+class Applied:
+    candidate: Candidate
+    entry: Entry
+    warnings: list[str]
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _coerce(entry: Entry, params: dict[str, str]) -> dict[str, Any]:
+    spec = entry.pattern.transformation.params
+    out: dict[str, Any] = {name: p.default for name, p in spec.items()}
+    for name, raw in params.items():
+        if name not in spec:
+            known = ", ".join(spec) or "none"
+            raise RewriteError(f"--param {name}: unknown parameter of {entry.id} (parameters: {known})")
+        p = spec[name]
+        try:
+            value: Any = {"int": int, "float": float, "str": str, "bool": lambda s: {"true": True, "false": False}[s.lower()]}[p.type](raw)
+        except (ValueError, KeyError):
+            raise RewriteError(f"--param {name}: '{raw}' is not a {p.type}") from None
+        if p.choices and value not in p.choices:
+            raise RewriteError(f"--param {name}: '{raw}' not one of {', '.join(map(str, p.choices))}")
+        out[name] = value
+    return out
+
+
+def pick_kernel(facts: FileFacts, path: str, kernel: str | None, entry: Entry) -> KernelFacts | None:
+    """The kernel to rewrite: the named one, or the only one the pattern applies to."""
+    from patterns.predicates import Subject, evaluate
+
+    if kernel is not None:
+        k = facts.kernel(kernel)
+        if k is None:
+            known = ", ".join(x.name for x in facts.kernels) or "none"
+            raise RewriteError(f"{path}: --kernel: no kernel named '{kernel}' (kernels: {known})")
+        return k
+    if not facts.kernels:
+        return None
+    cond = entry.pattern.applies_when.conditions
+    fits = [k for k in facts.kernels if cond is None or evaluate(cond, Subject(facts, k)).ok]
+    if len(fits) == 1:
+        return fits[0]
+    if len(facts.kernels) == 1:
+        return facts.kernels[0]
+    names = ", ".join(k.name for k in (fits or facts.kernels))
+    raise RewriteError(f"{path}: several kernels could take {entry.id} ({names}): choose one with --kernel")
+
+
+def apply(pattern_id: str, source: str, path: str = "<string>", kernel: str | None = None, params: dict[str, str] | None = None) -> Applied:
+    from patterns.rewriter import REWRITES
+
+    entry = get(pattern_id)
+    name = entry.pattern.transformation.rewrite
+    if not name:
+        raise RewriteError(
+            f"{entry.id}: no automatic rewrite; apply it by hand — see `patterns show {entry.id}` (transformation: {entry.pattern.transformation.method[:80]}…)"
+        )
+    codemod_cls = REWRITES.get(name)
+    if codemod_cls is None:
+        raise RewriteError(f"{entry.id}: transformation.rewrite names '{name}', which is not installed")
+    try:
+        facts = extract_source(source, path)
+    except FactsError as exc:
+        raise RewriteError(str(exc)) from None
+    target = pick_kernel(facts, path, kernel, entry)
+    verdict = present(entry.pattern, facts, target.name if target else None)
+    if verdict.ok:
+        raise AlreadyApplied(f"{path}: {entry.id} is already applied ({'; '.join(verdict.reasons[:2])}): nothing to do")
+    values = _coerce(entry, params or {})
+    context = CodemodContext(filename=path)
+    codemod = codemod_cls(context, facts, target, values)
+    result = transform_module(codemod, source)
+    if isinstance(result, TransformSkip):
+        raise RewriteError(f"{path}: {entry.id} refused: {result.skip_description or result.skip_reason}")
+    if isinstance(result, TransformFailure):
+        raise RewriteError(f"{path}: {entry.id} failed: {str(result.error).splitlines()[0]}")
+    assert isinstance(result, TransformSuccess)
+    new = result.code
+    if new == source:
+        raise RewriteError(f"{path}: {entry.id} found nothing to change")
+    try:
+        new_facts = extract_source(new, path)
+    except FactsError as exc:  # a codemod bug, never shown as success
+        raise RewriteError(f"{path}: {entry.id} produced invalid code: {exc}") from None
+    after = present(entry.pattern, new_facts, target.name if target else None)
+    if not after.ok:
+        raise RewriteError(f"{path}: {entry.id} rewrite did not establish present_when ({'; '.join(after.reasons[:2])})")
+    diff = "".join(difflib.unified_diff(source.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{Path(path).name}", f"b/{Path(path).name}"))
+    candidate = Candidate(
+        pattern_id=entry.id, path=path, kernel=target.name if target else "", params=values, diff=diff, source=new,
+        original_sha256=sha256(source), safety=entry.pattern.safety,
+    )
+    return Applied(candidate, entry, list(context.warnings))
+
+
+def write_candidate(candidate: Candidate, path: Path) -> Path:
+    """Write atomically, keeping a backup; refuse if the file changed since it was analysed."""
+    import os
+    import shutil
+    import tempfile
+
+    current = path.read_text(encoding="utf-8")
+    if sha256(current) != candidate.original_sha256:
+        raise RewriteError(f"{path}: changed since it was analysed; run apply again")
+    backup = path.with_name(path.name + ".orig")
+    shutil.copy2(path, backup)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(candidate.source)
+    shutil.copymode(path, tmp)
+    os.replace(tmp, path)
+    return backup

@@ -1,0 +1,1 @@
+"""One codemod per file, named after the pattern it applies."""

@@ -1,0 +1,141 @@
+"""Rewrites, tested from the library: each pattern with an automatic rewrite is its own test data.
+
+For every rewrite: before.py rewritten equals before.fixed.py byte for byte
+(so comments and formatting outside the edit survive), the rewritten kernel
+agrees with reference.py under the interpreter, after.py is a reported no-op,
+and the codemod's REFUSES cases are refused with their reason.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from patterns.examples import run_file
+from patterns.library import LIBRARY_DIR, load_library
+from patterns.rewriter import REWRITES
+from patterns.rewriter.base import AlreadyApplied, RewriteError, apply, write_candidate
+
+WITH_REWRITE = [e for e in load_library() if e.pattern.transformation.rewrite]
+IDS = [e.id for e in WITH_REWRITE]
+REFUSALS = [
+    pytest.param(name, src, reason, id=f"{name}-{i}")
+    for name, cls in sorted(REWRITES.items())
+    for i, (src, reason) in enumerate(getattr(cls, "REFUSES", []))
+]
+
+
+def test_every_rewrite_belongs_to_a_pattern():
+    named = {e.pattern.transformation.rewrite for e in load_library()}
+    assert set(REWRITES) <= named | set(), f"codemods without a pattern: {set(REWRITES) - named}"
+    assert all(name in REWRITES for name in named if name)
+
+
+@pytest.mark.parametrize("entry", WITH_REWRITE, ids=IDS)
+def test_rewrite_of_before_matches_fixed(entry):
+    src = entry.file("before.py").read_text()
+    fixed = entry.file("before.fixed.py")
+    assert fixed.exists(), f"{fixed} holds the expected rewrite of before.py"
+    got = apply(entry.id, src, "before.py", kernel=entry.pattern.example.kernel or None).candidate.source
+    assert got == fixed.read_text()
+
+
+@pytest.mark.parametrize("entry", WITH_REWRITE, ids=IDS)
+def test_rewritten_kernel_matches_reference(entry, tmp_path):
+    if entry.pattern.example.gpu_only and not torch.cuda.is_available():
+        pytest.skip(f"GPU-only example: {entry.pattern.example.gpu_only}")
+    src = entry.file("before.py").read_text()
+    out = tmp_path / f"{entry.id}_rewritten.py"
+    out.write_text(apply(entry.id, src, "before.py", kernel=entry.pattern.example.kernel or None).candidate.source)
+    runs = run_file(entry, out, "rewritten", device="cuda" if torch.cuda.is_available() else "cpu")
+    bad = [r for r in runs if not r.passed]
+    assert not bad, f"{bad[0].shape} seed={bad[0].seed}: {bad[0].reason}"
+
+
+@pytest.mark.parametrize("entry", WITH_REWRITE, ids=IDS)
+def test_after_is_a_reported_noop(entry):
+    with pytest.raises(AlreadyApplied):
+        apply(entry.id, entry.file("after.py").read_text(), "after.py", kernel=entry.pattern.example.kernel or None)
+
+
+@pytest.mark.parametrize(("name", "src", "reason"), REFUSALS)
+def test_codemod_refuses_unsupported_code(name, src, reason):
+    with pytest.raises(RewriteError, match=reason):
+        apply(name, src, "case.py")
+
+
+# --------------------------------------------------------------------------------------
+# the command line: diffs, --write, bad input
+# --------------------------------------------------------------------------------------
+
+TF32 = LIBRARY_DIR / "tf32x3_dot_precision"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "patterns.cli", *map(str, args)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+
+
+def test_apply_prints_a_diff_and_leaves_the_file(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text(TF32.joinpath("before.py").read_text())
+    before = f.read_bytes()
+    r = run_cli("apply", "tf32x3_dot_precision", f)
+    assert r.returncode == 0, r.stderr
+    assert '+        b_h = tl.dot(b_m.to(tl.float32), b_h, input_precision="tf32x3") + b_hl' in r.stdout
+    assert "numerics-changing" in r.stderr
+    assert f.read_bytes() == before
+
+
+def test_apply_write_is_atomic_with_backup(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text(TF32.joinpath("before.py").read_text())
+    r = run_cli("apply", "tf32x3_dot_precision", f, "--write")
+    assert r.returncode == 0, r.stderr
+    assert f.read_text() == TF32.joinpath("before.fixed.py").read_text()
+    assert (tmp_path / "k.py.orig").read_text() == TF32.joinpath("before.py").read_text()
+    r = run_cli("apply", "tf32x3_dot_precision", f, "--write")
+    assert r.returncode == 0 and "no-op" in r.stderr
+
+
+def test_write_refuses_a_file_changed_since_analysis(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text(TF32.joinpath("before.py").read_text())
+    cand = apply("tf32x3_dot_precision", f.read_text(), str(f)).candidate
+    f.write_text(f.read_text() + "\n# edited meanwhile\n")
+    with pytest.raises(RewriteError, match="changed since it was analysed"):
+        write_candidate(cand, f)
+    assert f.read_text().endswith("# edited meanwhile\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["apply", "tf32x3_dot_precision", "SYNTAX"], "syntax error"),
+        (["apply", "no_such_pattern", "GOOD"], "unknown pattern"),
+        (["apply", "fuse_v_tiles" if "fuse_v_tiles" not in REWRITES else "welford_reduction", "GOOD"], "no automatic rewrite"),
+        (["apply", "tf32x3_dot_precision", "GOOD", "--param", "precision=fp64"], "not one of"),
+        (["apply", "tf32x3_dot_precision", "GOOD", "--param", "nope=1"], "unknown parameter"),
+        (["apply", "tf32x3_dot_precision", "GOOD", "--kernel", "missing_kernel"], "no kernel named"),
+        (["apply", "tf32x3_dot_precision", "MISSING"], "no such file"),
+    ],
+    ids=["syntax", "unknown-pattern", "no-rewrite", "bad-choice", "unknown-param", "unknown-kernel", "missing-file"],
+)
+def test_apply_bad_input_one_line_exit_2_file_untouched(args, message, tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(TF32.joinpath("before.py").read_text())
+    bad = tmp_path / "bad.py"
+    bad.write_text("import triton\n@triton.jit\ndef k(x:\n")
+    paths = {"GOOD": good, "SYNTAX": bad, "MISSING": tmp_path / "missing.py"}
+    snapshot = {p: p.read_bytes() for p in (good, bad)}
+    r = run_cli(*[paths.get(a, a) for a in args], "--write")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert {p: p.read_bytes() for p in (good, bad)} == snapshot
+    assert not list(tmp_path.glob("*.orig"))
