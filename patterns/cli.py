@@ -447,10 +447,40 @@ def apply_cmd(
 
 
 # --------------------------------------------------------------------------------------
+# distilling upstream code (patterns.distill)
+# --------------------------------------------------------------------------------------
+
+from patterns.distill.cli import distill_command  # noqa: E402
+from patterns.distill.errors import DistillError  # noqa: E402
+
+app.command("distill")(distill_command)
+
+
+# --------------------------------------------------------------------------------------
+# validation (the command lives with the gate)
+# --------------------------------------------------------------------------------------
+
+
+@app.command("validate")
+def validate_cmd(
+    op: str = typer.Argument(..., help="op under kernels/ (e.g. kda_decode), or a path to an op's spec.py"),
+    candidate: Optional[Path] = typer.Argument(None, help="candidate file: a rewritten copy of the op's baseline.py (default: the baseline itself)"),
+    out: Path = typer.Option(Path("evidence"), "--out", "-o", help="folder for the evidence bundle (JSON + Markdown)"),
+    device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda"),
+    format: str = typer.Option("table", "--format", "-f", help="table, json or markdown"),
+) -> None:
+    """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
+    # imported here: the gate pulls in torch, which `suggest` must not pay for
+    from patterns.validation.cli import validate_command
+
+    validate_command(op, candidate, out=out, device=device, format=format)
+
+
+# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 
-_USER_ERRORS: tuple[type[BaseException], ...] = (LibraryError, UsageError)
+_USER_ERRORS: tuple[type[BaseException], ...] = (LibraryError, UsageError, DistillError)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

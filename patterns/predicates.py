@@ -318,27 +318,6 @@ def program_ids(s: Subject, *, min_axes: int = 1, max_axes: int = 3) -> Verdict:
     return Verdict(ok=ok, lines=lines if ok else [], reasons=[f"{len(axes)} program_id axes"])
 
 
-@predicate()
-def tiles_axis_by_program(s: Subject, *, block_param: list[str]) -> Verdict:
-    """A program_id-derived index is scaled by a block constexpr (e.g. `i_v * BV`): programs split the op along that axis."""
-    k = _kernel(s)
-    blocks = [p for p in k.constexprs if _matches_any(p, block_param)]
-    if not blocks:
-        return Verdict(ok=False, reasons=[f"no block constexpr matching {block_param}"])
-    pid_vars = [v for v, axes in k.pid_deps.items() if axes]
-    texts = [(c.line, a) for c in k.calls for a in [*c.args, *c.kwargs.values()]]
-    texts += [(line, expr) for var, (line, expr) in k.assigns.items()]
-    lines = set()
-    for line, text in texts:
-        for b in blocks:
-            for v in pid_vars:
-                if re.search(rf"\b{re.escape(v)}\s*\*\s*{re.escape(b)}\b|\b{re.escape(b)}\s*\*\s*{re.escape(v)}\b", text):
-                    lines.add(line)
-    if lines:
-        return Verdict(ok=True, lines=sorted(lines), reasons=[f"program tiles indexed by {'/'.join(blocks)} (line {', '.join(map(str, sorted(lines)[:6]))})"])
-    return Verdict(ok=False, reasons=[f"no program_id index scaled by {'/'.join(blocks)}"])
-
-
 def _tile_indices(k: KernelFacts, blocks: list[str]) -> dict[str, int]:
     """Variables v with `v * BLOCK` in an assignment or call: tile indices -> line."""
     found: dict[str, int] = {}
@@ -672,3 +651,107 @@ def launch_sequence(s: Subject, *, min_kernels: int = 2) -> Verdict:
         if len(names) >= min_kernels:
             return Verdict(ok=True, lines=[la.line for la in las], reasons=[f"{fn} launches {', '.join(names)}"])
     return Verdict(ok=False, reasons=[f"no host function launches {min_kernels} kernels"])
+
+
+@predicate()
+def loop_option(s: Subject, *, name: str, values: list[str] | None = None, min_count: int = 1) -> Verdict:
+    """A loop's range call passes keyword `name` (with one of `values`), e.g. tl.range(..., warp_specialize=True)."""
+    k = _kernel(s)
+    hits = [lp for lp in k.loops if name in lp.kwargs and (values is None or _unquote(lp.kwargs[name]) in values)]
+    desc = f"loop with {name}" + (f"∈{values}" if values else "")
+    if len(hits) >= min_count:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"{desc} (line {', '.join(str(lp.line) for lp in hits[:6])})"])
+    return Verdict(ok=False, reasons=[f"no {desc}"])
+
+
+# --------------------------------------------------------------------------------------
+# native code (CUDA/C++, pybind11), file scope: facts from patterns.distill.native.
+# The distiller also evaluates these on each native function alone, so a hit is
+# attributed to the function; `patterns` commands on Python files see no native facts.
+# --------------------------------------------------------------------------------------
+
+from patterns.distill.native import KINDS as _NATIVE_KINDS  # noqa: E402
+
+NativeKind = Literal[tuple(_NATIVE_KINDS)]  # type: ignore[valid-type]
+
+
+@predicate(scope="file")
+def native_construct(
+    s: Subject,
+    *,
+    kinds: list[NativeKind],
+    names: list[str] | None = None,
+    in_kernel: bool | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """Native code uses one of `kinds` (tma_copy, tma_descriptor, mbarrier, wgmma, umma, reg_realloc, persistent_loop, scale_promotion, fp8, pdl, ...), optionally named like `names` (regular expressions), inside a __global__ kernel or not."""
+    nat = s.file.native
+    if nat is None:
+        return Verdict(ok=False, reasons=["no native code"])
+    found = []
+    for fn in nat.functions:
+        if in_kernel is not None and fn.is_kernel != in_kernel:
+            continue
+        found += [c for c in fn.constructs if c.kind in kinds]
+    if in_kernel is not True:
+        found += [c for c in nat.constructs if c.kind in kinds]
+    if names is not None:
+        found = [c for c in found if any(re.search(p, c.name) for p in names)]
+    desc = "/".join(sorted({c.kind for c in found}) or kinds)
+    if len(found) >= min_count:
+        lines = sorted({c.line for c in found})
+        shown = ", ".join(sorted({c.name for c in found})[:3])
+        return Verdict(ok=True, lines=lines, reasons=[f"{desc}: {shown} (line {', '.join(map(str, lines[:6]))})"])
+    return Verdict(ok=False, reasons=[f"no {desc} in native code" if not found else f"only {len(found)}× {desc}, need {min_count}"])
+
+
+@predicate(scope="file")
+def native_kernel(s: Subject, *, template: bool | None = None, min_template_params: int = 0, launch_bounds: bool | None = None) -> Verdict:
+    """The native file defines a CUDA kernel (__global__ / CUTLASS_GLOBAL), optionally a template with at least min_template_params parameters, with or without __launch_bounds__."""
+    nat = s.file.native
+    if nat is None:
+        return Verdict(ok=False, reasons=["no native code"])
+    hits = []
+    for fn in nat.functions:
+        if not fn.is_kernel:
+            continue
+        if template is not None and bool(fn.template_params) != template:
+            continue
+        if len(fn.template_params) < min_template_params:
+            continue
+        if launch_bounds is not None and ("__launch_bounds__" in fn.qualifiers) != launch_bounds:
+            continue
+        hits.append(fn)
+    if hits:
+        return Verdict(ok=True, lines=[fn.line for fn in hits], reasons=[f"CUDA kernel {hits[0].name} ({len(hits[0].template_params)} template parameters, line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no matching CUDA kernel"])
+
+
+@predicate(scope="file")
+def pybind_binding(
+    s: Subject,
+    *,
+    releases_gil: bool | None = None,
+    blocking: bool | None = None,
+    name: list[str] | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """pybind11 functions exposed with m.def, with or without a GIL release (call_guard or gil_scoped_release in the bound body), optionally only those whose bound body blocks (synchronize, wait, sleep, join)."""
+    nat = s.file.native
+    if nat is None:
+        return Verdict(ok=False, reasons=["no native code"])
+    hits = []
+    for b in nat.bindings:
+        if releases_gil is not None and b.releases_gil != releases_gil:
+            continue
+        if blocking is not None and bool(b.blocking) != blocking:
+            continue
+        if name is not None and not any(re.search(p, b.name) for p in name):
+            continue
+        hits.append(b)
+    desc = "pybind11 binding" + ("" if releases_gil is None else (" releasing the GIL" if releases_gil else " holding the GIL"))
+    if blocking:
+        desc += " around a blocking call"
+    if len(hits) >= min_count:
+        return Verdict(ok=True, lines=sorted({b.line for b in hits}), reasons=[f"{desc}: {', '.join(b.name for b in hits[:4])} (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=[f"no {desc}"])

@@ -78,6 +78,7 @@ class LaunchFacts(_Facts):
     args: list[str] = Field(default_factory=list)
     kwargs: dict[str, str] = Field(default_factory=dict)
     loops: list[int] = Field(default_factory=list)
+    path: str = Field("", description="file of the launch when it is not the kernel's own file (set by the distiller)")
 
 
 class KernelFacts(_Facts):
@@ -111,6 +112,53 @@ class KernelFacts(_Facts):
         return next((p for p in self.params if p.name == name), None)
 
 
+class NativeConstruct(_Facts):
+    """One recognised CUDA/C++ construct (a TMA copy, an mbarrier, a wgmma, ...) at a line."""
+
+    kind: str = Field(description="construct kind, e.g. tma_copy, mbarrier, wgmma, reg_realloc (patterns.distill.native.KINDS)")
+    name: str = Field(description="the call, type or PTX instruction that was recognised")
+    line: int
+
+
+class NativeFunctionFacts(_Facts):
+    """A C++/CUDA function (free function, method or kernel) as read by the tree-sitter extractor."""
+
+    name: str
+    line: int
+    end_line: int
+    qualifiers: list[str] = Field(default_factory=list, description="__global__, __device__, CUTLASS_GLOBAL, __launch_bounds__, ...")
+    template_params: list[str] = Field(default_factory=list)
+    calls: list[str] = Field(default_factory=list, description="called names, template arguments stripped, deduplicated")
+    constructs: list[NativeConstruct] = Field(default_factory=list)
+    releases_gil: bool = False
+
+    @property
+    def is_kernel(self) -> bool:
+        return any(q in ("__global__", "CUTLASS_GLOBAL") for q in self.qualifiers)
+
+
+class PybindBinding(_Facts):
+    """`m.def("name", &fn, ...)`: a C++ function exposed to Python."""
+
+    name: str = Field(description="Python-visible name")
+    target: str = Field("", description="bound C++ function, or '<lambda>'")
+    line: int
+    releases_gil: bool = Field(False, description="call_guard<gil_scoped_release> or a gil_scoped_release in the bound body")
+    blocking: list[str] = Field(default_factory=list, description="calls in the bound body that wait (synchronize, wait, sleep, join, ...)")
+
+
+class NativeFileFacts(_Facts):
+    language: str = "cuda"
+    functions: list[NativeFunctionFacts] = Field(default_factory=list)
+    bindings: list[PybindBinding] = Field(default_factory=list)
+    constructs: list[NativeConstruct] = Field(default_factory=list, description="constructs outside any function (specialisations, aliases)")
+    includes: list[str] = Field(default_factory=list)
+    parse_errors: int = Field(0, description="tree-sitter error nodes (macros it cannot expand)")
+
+    def all_constructs(self) -> list[NativeConstruct]:
+        return [c for f in self.functions for c in f.constructs] + self.constructs
+
+
 class FileFacts(_Facts):
     path: str
     kernels: list[KernelFacts] = Field(default_factory=list)
@@ -126,6 +174,7 @@ class FileFacts(_Facts):
         default_factory=list, description="calls at module or class level, outside functions (library handles made at import)"
     )
     lines: int = 0
+    native: NativeFileFacts | None = Field(None, description="CUDA/C++ facts when the file is native code (distiller)")
 
     def kernel(self, name: str) -> KernelFacts | None:
         return next((k for k in self.kernels if k.name == name), None)
@@ -296,6 +345,7 @@ class UpstreamLocation(_Strict):
     symbol: str
     lines: tuple[int, int]
     note: str = ""
+    sha256: str = Field("", description="sha256 of the upstream file when the location was recorded (set by the distiller)")
 
     @field_validator("lines")
     @classmethod
@@ -472,3 +522,52 @@ class SuggestReport(_Strict):
     shapes: dict[str, int] = Field(default_factory=dict)
     profile: str | None = None
     kernels: list[KernelReport]
+
+
+# --------------------------------------------------------------------------------------
+# Draft (a skeleton the distiller proposes; drafts/<id>/pattern.yaml)
+# --------------------------------------------------------------------------------------
+
+
+class Draft(_Strict):
+    """A pattern skeleton proposed by `patterns distill`, before review.
+
+    The mechanical fields are filled from upstream facts and checked exactly as
+    in a Pattern: id, a title, a category guess, `present_when` (the cluster's
+    signature as predicates, so it runs), the upstream evidence and tags.
+    The prose a person (or an LLM, checked) must write -- summary, why,
+    applicability, traps, transformation, limits, safety -- may be empty or
+    missing; `missing()` lists what still stands between the draft and a Pattern.
+    Drafts live outside the library (load_library never reads them).
+    """
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str = Field(min_length=8)
+    category: Category
+    status: Literal[Status.draft] = Status.draft
+    summary: str = ""
+    why: str = ""
+    applicability: str = Field("", description="prose: when the technique pays, for the reviewer to turn into applies_when")
+    present_when: Condition
+    applies_when: AppliesWhen | None = None
+    resource_limits: ResourceLimits | None = None
+    transformation: Transformation | None = None
+    safety: Safety | None = None
+    evidence: PatternEvidence
+    traps: list[Trap] = Field(default_factory=list)
+    references: list[Reference] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    signature: list[str] = Field(default_factory=list, description="the recurring facts the cluster shares")
+    support: dict[str, int] = Field(default_factory=dict, description="project -> upstream kernels in the cluster")
+
+    def missing(self) -> list[str]:
+        """Pattern fields that are still empty or fail the Pattern schema."""
+        from pydantic import ValidationError
+
+        data = self.model_dump(mode="json", exclude={"applicability", "signature", "support"}, exclude_none=True)
+        data["status"] = Status.preview.value
+        try:
+            Pattern.model_validate(data)
+        except ValidationError as exc:
+            return sorted({".".join(str(x) for x in err["loc"][:1]) for err in exc.errors()})
+        return []

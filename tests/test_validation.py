@@ -1,0 +1,270 @@
+"""The validation gate on a test op (tests/validation_op: out = x @ w + b, K split in partitions).
+
+One full run of the honest candidate over the whole declared grid backs most
+assertions (module fixture); the rest are small unit tests of the pieces and
+the `patterns validate` command's handling of bad input.
+"""
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from patterns.types import EvidenceBundle
+from patterns.validation.bundle import read_bundle, verdict, write_bundle
+from patterns.validation.cli import validate_command
+from patterns.validation.gate import validate
+from patterns.validation.integrity import _limits
+from patterns.validation.loader import GateInputError, available_ops, load_impl, load_reference, load_spec
+from patterns.validation.monitor import Launch, Observed
+from patterns.validation.partition import check_partition
+from patterns.validation.perf import bootstrap_ci, check_performance
+from patterns.validation.runner import collect, errors, first_mismatch
+from patterns.validation.spec import Tolerance
+from patterns.validation.static import scan
+
+HERE = Path(__file__).parent
+OP = HERE / "validation_op"
+SPEC = load_spec(str(OP / "spec.py"))
+SMALL = load_spec(str(OP / "spec_small.py"))
+HONEST = HERE / "candidates" / "honest_rowdot.py"
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    out = tmp_path_factory.mktemp("evidence")
+    return validate(str(OP / "spec.py"), HONEST, device="cpu", out_dir=out), out
+
+
+# -- the full gate on an honest candidate --------------------------------------------------
+
+
+def test_correctness_covers_the_declared_grid(honest):
+    bundle, _ = honest
+    checks = [c for c in bundle.checks if c.name == "correctness"]
+    assert [(c.shape["M"], c.shape["K"], c.shape["dtype"]) for c in checks] == [
+        (3, 67, "float32"), (2, 130, "float32"), (3, 67, "float16"), (2, 130, "float16")
+    ]
+    for c in checks:
+        assert c.passed, c.reason
+        assert c.details["seeds"] == [0, 1, 2]
+        assert c.details["orders"] == ["baseline first", "candidate first"]
+        tol = SPEC.tolerance[c.shape["dtype"]]
+        assert c.details["max_abs_err"] <= tol.atol + tol.rtol * 20  # |out| < 20 here
+    f32 = checks[0].details
+    assert 0 < f32["max_abs_err"] < 1e-5 and 0 < f32["baseline_max_abs_err"] < 1e-5
+    # a different BLOCK_K sums in a different order: close, not bit-identical
+    assert f32["bit_identical_to_baseline"] is False
+
+
+def test_partition_error_is_reported_per_count(honest):
+    bundle, _ = honest
+    (part,) = [c for c in bundle.checks if c.layer == "partition"]
+    assert part.passed, part.reason
+    assert part.shape == {"M": 1, "K": 515, "dtype": "float32"}
+    assert [p["n"] for p in part.details["candidate"]] == [1, 8, 64]
+    assert [p["n"] for p in part.details["baseline"]] == [1, 8, 64]
+    for p in part.details["candidate"]:
+        assert p["passed"] and p["rel_err"] < 1e-5
+        assert "rel_err_vs_unpartitioned" in p
+    assert part.reason.startswith("partition: K splits within tolerance; rel err by count: n=1: ")
+
+
+def test_integrity_and_performance_layers(honest):
+    bundle, _ = honest
+    integrity = {c.name: c for c in bundle.checks if c.layer == "integrity"}
+    assert all(c.passed for c in integrity.values()), [c.reason for c in integrity.values() if not c.passed]
+    for name in ("perturb x", "perturb w", "perturb b", "cache probe", "unwritten output", "static: torch ops", "runtime: threads"):
+        assert name in integrity
+    # integrity runs the unsplit path: the honest rewrite's single fused kernel
+    assert integrity["runtime: kernel launch"].reason == "integrity: launches ['rowdot_fused_kernel']"
+    (speed,) = [c for c in bundle.checks if c.layer == "performance"]
+    assert speed.passed is None
+    assert speed.reason == "performance: needs GPU (no CUDA device here; interpreter timings are never reported)"
+    assert bundle.passed and verdict(bundle) == "pass (performance not run here)"
+
+
+def test_bundle_files(honest):
+    bundle, out = honest
+    js, md = out / "rowdot--honest_rowdot.json", out / "rowdot--honest_rowdot.md"
+    assert sorted(p.name for p in out.iterdir()) == [js.name, md.name]  # no temp file left behind
+    assert read_bundle(js) == bundle
+    env = json.loads(js.read_text())["environment"]
+    assert env["torch"] == torch.__version__ and env["interpreter"] is True and env["gpu"] is None
+    assert env["commit"] is None or len(env["commit"]) == 40
+    text = md.read_text()
+    assert "- verdict: **pass (performance not run here)**" in text
+    assert "| M=3, K=67, dtype=float32 | " in text
+    assert "## Partitioned vs unpartitioned (K splits, M=1, K=515, dtype=float32)" in text
+    assert "| integrity | perturb w | M=3, K=67, dtype=float32 | pass | integrity: output follows input w |" in text
+
+
+def test_write_bundle_replaces_atomically(tmp_path):
+    bundle = EvidenceBundle(op="rowdot", candidate="c.py", baseline="b.py")
+    first, _ = write_bundle(bundle, tmp_path)
+    bundle.checks = []
+    bundle.created = "later"
+    second, _ = write_bundle(bundle, tmp_path)
+    assert first == second and read_bundle(second).created == "later"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# -- partition drift, named by count ---------------------------------------------------------
+
+
+def test_partition_names_the_count_where_error_appears(tmp_path):
+    # partials rounded to fp16 once the K reduction is split 8 ways or more
+    src = (OP / "baseline.py").read_text().replace(
+        "    part = torch.empty(num_splits, M, dtype=torch.float32, device=x.device)",
+        "    part = torch.empty(num_splits, M, dtype=torch.float16 if num_splits >= 8 else torch.float32, device=x.device)",
+    )
+    drift = tmp_path / "drift.py"
+    drift.write_text(src)
+    base = load_impl(SPEC, "baseline", OP / "baseline.py")
+    cand = load_impl(SPEC, "candidate", drift)
+    (part,) = check_partition(SPEC, base, cand, load_reference(SPEC), "cpu")
+    assert part.passed is False
+    assert part.reason.startswith("partition: out[0] = ") and " at K splits n=8 (float32 M=1,K=515)" in part.reason
+    curve = {p["n"]: p for p in part.details["candidate"]}
+    assert curve[1]["passed"] and not curve[8]["passed"]
+    assert curve[8]["rel_err"] > 1e-4 > curve[1]["rel_err"]
+
+
+# -- pieces ---------------------------------------------------------------------------------
+
+
+def test_collect_names_outputs_and_inplace_inputs():
+    spec = dataclasses.replace(SMALL, outputs=("o",), inplace=("state",))
+    state, o = torch.zeros(2), torch.ones(3)
+    assert set(collect(spec, o, {"state": state})) == {"o", "state"}
+    res = collect(spec, (o, state + 1), {"state": state})  # returned after the outputs
+    assert torch.equal(res["state"], torch.ones(2))
+    with pytest.raises(Exception, match=r"returned 3 value\(s\)"):
+        collect(spec, (o, o, o), {"state": state})
+
+
+def test_errors_and_first_mismatch():
+    want = {"out": torch.tensor([1.0, -2.0, 4.0])}
+    got = {"out": torch.tensor([1.0, -2.5, float("nan")])}
+    assert all(math.isnan(e) for e in errors(got, want))  # an unwritten element is never hidden
+    bad = first_mismatch(got, want, Tolerance(1e-3, 1e-3))
+    assert bad.where == "out[1]" and bad.got == -2.5 and bad.want == -2.0
+    assert errors({"out": torch.tensor([1.0, -2.5, 4.0])}, want) == (0.5, 0.125)
+
+
+def test_bootstrap_interval():
+    ratios = np.array([1.0, 1.02, 0.99, 1.01, 1.03, 0.98, 1.0, 1.01, 1.02, 0.99])
+    lo, hi = bootstrap_ci(ratios)
+    assert lo <= np.median(ratios) <= hi and 0.97 < lo and hi < 1.04
+    assert bootstrap_ci(ratios) == (lo, hi)  # seeded
+
+
+def test_performance_refuses_without_gpu():
+    checks, ceilings = check_performance(SMALL, None, None, "cpu")
+    assert ceilings == {} and [c.passed for c in checks] == [None]
+
+
+def test_static_scan_reads_aliases_limits_and_baseline():
+    spec = dataclasses.replace(SMALL, resource_limits={"max_num_warps": 8})
+    src = (
+        "import functools\nfrom torch import matmul\nimport triton\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK': 64}, num_warps=16)], key=['K'])\n"
+        "@triton.jit\ndef k(x, BLOCK: 'tl.constexpr'):\n    y = x.sum()\n"
+        "@functools.lru_cache\ndef run(x):\n    k[(1,)](x)\n    return matmul(x, x)\n"
+    )
+    reasons = [f.reason for f in scan(src, spec)]
+    assert reasons == [
+        "integrity: num_warps=16 exceeds declared limit 8 (line 4)",
+        "integrity: result cached by functools.lru_cache (run) (line 8)",
+        "integrity: calls torch.matmul in launcher (line 11)",
+    ]  # x.sum() inside the @triton.jit body is kernel code, not host torch
+
+
+def test_static_findings_the_baseline_shares_are_allowed():
+    from patterns.validation.loader import Impl
+    from patterns.validation.static import static_checks
+
+    base = Impl("baseline", Path("b.py"), "def rowdot(x, w, b):\n    return x.sum(0)\n", None, "rowdot")
+    cand = Impl("candidate", Path("c.py"), "def rowdot(x, w, b):\n    return x.sum(0) + x.mean()\n", None, "rowdot")
+    failing = [c.reason for c in static_checks(SMALL, base, cand) if c.passed is False]
+    assert failing == ["integrity: calls Tensor.mean in launcher (line 2)"]
+
+
+def test_runtime_limits_match_any_case_and_products():
+    spec = dataclasses.replace(SMALL, resource_limits={"max_num_kv_splits": 64, "max_BK*BV": 4096, "max_shared_memory_bytes": 100})
+    obs = Observed(launches=[Launch("k", {"NUM_KV_SPLITS": 128, "BK": 128, "BV": 64})])
+    reasons = [c.reason for c in _limits(spec, obs)]
+    assert reasons == [
+        "integrity: NUM_KV_SPLITS=128 exceeds declared limit 64 (kernel k at run time)",
+        "integrity: BK*BV=8192 exceeds declared limit 4096 (kernel k at run time)",
+    ]
+    ok = _limits(spec, Observed(launches=[Launch("k", {"NUM_KV_SPLITS": 8, "BK": 64, "BV": 32})]))
+    assert ok[0].passed and ok[0].reason.endswith("(not measurable here: shared_memory_bytes)")
+
+
+def test_bad_device_is_input_error():
+    with pytest.raises(GateInputError, match="unknown device 'tpu'"):
+        validate(SMALL, None, device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(GateInputError, match="no CUDA device"):
+            validate(SMALL, None, device="cuda")
+
+
+# -- patterns validate -------------------------------------------------------------------------
+
+
+def _cli(*args):
+    app = typer.Typer()
+    app.command()(validate_command)
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: ("no_such_op",), "error: unknown op 'no_such_op' (known: "),
+        (lambda p: (OP / "spec_small.py", p / "missing.py"), "error: candidate not found: "),
+        (lambda p: (OP / "spec_small.py", p / "notes.txt"), "error: candidate is not a Python file: "),
+        (lambda p: (OP / "spec_small.py", p / "empty.py"), "has no launcher 'rowdot' (the baseline's entry point)"),
+        (lambda p: (OP / "spec_small.py", p / "broken.py"), "does not parse: line 1: "),
+        (lambda p: (OP / "spec_small.py", HONEST, "--format", "yaml"), "error: unknown format 'yaml'"),
+    ],
+    ids=["unknown-op", "missing", "not-python", "no-launcher", "syntax-error", "bad-format"],
+)
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):
+    (tmp_path / "notes.txt").write_text("rowdot\n")
+    (tmp_path / "empty.py").write_text("import torch\n")
+    (tmp_path / "broken.py").write_text("def rowdot(:\n")
+    result = _cli(*make(tmp_path), "--out", tmp_path / "ev")
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "ev").exists()
+
+
+def test_cli_table_and_exit_codes(tmp_path):
+    ok = _cli(OP / "spec_small.py", HONEST, "--out", tmp_path, "--format", "json")
+    assert ok.exit_code == 0, ok.output
+    assert EvidenceBundle.model_validate_json(ok.output).passed
+    bad = _cli(OP / "spec_small.py", HERE / "cheats" / "ignores_w.py", "--out", tmp_path)
+    assert bad.exit_code == 1
+    assert "FAIL" in bad.output and "perturb w" in bad.output
+    assert (tmp_path / "rowdot--ignores_w.json").exists() and (tmp_path / "rowdot--honest_rowdot.md").exists()
+
+
+# -- the project's own ops ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", available_ops())
+def test_op_baseline_passes_its_own_gate(op):
+    """Each kernels/<op> baseline against itself, on its first shape and dtype (the full grid runs on the GPU)."""
+    spec = load_spec(op)
+    small = dataclasses.replace(spec, shapes=spec.shapes[:1], dtypes=spec.dtypes[:1], partition=None)
+    bundle = validate(small, None, device="cpu")
+    assert [c.reason for c in bundle.checks if c.passed is False] == []
