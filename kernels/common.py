@@ -1,0 +1,37 @@
+"""Small helpers shared by the ops' specs: dtype names, seeded inputs, signatures."""
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import torch
+
+# H200 SXM figures the READMEs and traffic models quote
+H200_COPY_BANDWIDTH = 4.3e12  # bytes/s, measured device-to-device copy
+H200_SMS = 132
+H200_SMEM_PER_BLOCK = 232448  # bytes of shared memory a block may opt into (227 KiB)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype name {name!r}")
+    return dtype
+
+
+def itemsize(name: str) -> int:
+    return torch.empty((), dtype=torch_dtype(name)).element_size()
+
+
+def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
+    """A seeded generator on `device`: inputs are drawn where they are used (the GPU
+    shapes reach gigabytes), so a seed is deterministic per device, not across devices."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def accepts(fn: Callable, name: str) -> bool:
+    """Whether a launcher takes keyword `name` (e.g. a candidate's `num_kv_splits`)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
