@@ -23,6 +23,11 @@ import os
 from typing import Any, Callable
 
 import numpy as np
+
+# Two imports of the same baseline measured ratios of 0.982-1.027 on an H200
+# (evidence/gpu/h200-baselines): a self-comparison differs by up to ~2% through
+# placement alone, so the overall rule does not blame a candidate for less.
+NOISE_FLOOR = 0.02
 import torch
 
 from patterns.types import CheckResult
@@ -203,7 +208,7 @@ def check_performance(spec: OpSpec, baseline: Impl, candidate: Impl, device: str
     geo = np.exp(np.mean([np.log(r[:rounds_n]) for r in per_round], axis=0))  # per-round geometric mean over shapes
     lo, hi = bootstrap_ci(geo)
     med = float(np.median(geo))
-    ok = hi >= acc.min_speedup
+    ok = hi >= acc.min_speedup * (1 - NOISE_FLOOR)
     checks.append(
         CheckResult(
             name="speed overall",
