@@ -149,6 +149,7 @@ class _Extractor(cst.CSTVisitor):
                 end_line=self.end_line(node),
                 decorators=names,
                 params=self._params(node),
+                docstring=(node.get_docstring() or "").strip(),
             )
             for name, dec in decorators:
                 self._decorator_facts(facts, name, dec)
@@ -628,6 +629,7 @@ def extract_source(source: str, path: str = "<string>") -> FileFacts:
         constants=ex.constants,
         module_calls=ex.module_calls,
         host_assigns=ex.host_assigns,
+        docstring=(module.get_docstring() or "").strip(),
         lines=source.count("\n") + 1,
     )
 

@@ -86,6 +86,7 @@ class KernelFacts(_Facts):
     path: str
     line: int
     end_line: int
+    docstring: str = ""
     decorators: list[str] = Field(default_factory=list)
     jit_kwargs: dict[str, str] = Field(default_factory=dict)
     params: list[Param] = Field(default_factory=list)
@@ -167,6 +168,7 @@ class FileFacts(_Facts):
     host_functions: list[str] = Field(default_factory=list)
     imports: dict[str, str] = Field(default_factory=dict)
     constants: dict[str, str] = Field(default_factory=dict, description="module-level name -> assigned source text")
+    docstring: str = ""
     host_assigns: dict[str, dict[str, tuple[int, str]]] = Field(
         default_factory=dict, description="host function -> local variable -> (line, last assigned expression)"
     )
@@ -288,7 +290,8 @@ class Condition(_Strict):
             return f"{self.predicate}({inner})"
         if self.op == "not":
             return f"not {self.children[0].describe()}"
-        return f" {self.op} ".join(f"({c.describe()})" if c.op in ("all", "any") else c.describe() for c in self.children)
+        joiner = " and " if self.op == "all" else " or "
+        return joiner.join(f"({c.describe()})" if c.op in ("all", "any") else c.describe() for c in self.children)
 
 
 class ArchCondition(_Strict):

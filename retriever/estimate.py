@@ -411,15 +411,14 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
     return cost
 
 
-def _pointer_param(ptr_expr: str, kernel: KernelFacts) -> str:
+def _pointer_param(ptr_expr: str, kernel: KernelFacts, seen: frozenset[str] = frozenset()) -> str:
     """Kernel parameter that is the base of a pointer expression (q, h0, ...)."""
-    names = re.findall(r"\b[A-Za-z_]\w*\b", ptr_expr)
     params = {p.name for p in kernel.params if not p.constexpr}
-    for n in names:
+    for n in re.findall(r"\b[A-Za-z_]\w*\b", ptr_expr):
         if n in params:
             return n
-        if n in kernel.assigns:  # p_q = q + ... ; tl.load(p_q)
-            inner = _pointer_param(kernel.assigns[n][1], kernel) if n not in ptr_expr.split("+")[1:] else ""
+        if n in kernel.assigns and n not in seen:  # p_q = q + ... ; tl.load(p_q)
+            inner = _pointer_param(kernel.assigns[n][1], kernel, seen | {n})
             if inner:
                 return inner
     return ""
@@ -429,8 +428,14 @@ def _pointer_param(ptr_expr: str, kernel: KernelFacts) -> str:
 # classification
 # --------------------------------------------------------------------------------------
 
+# classes found by reading the code, not by sizing it: a pattern's own conditions detect them
+STATIC_CLASSES = {BottleneckClass.numerics, BottleneckClass.host}
+
 _NUMERICS = Condition.model_validate({"dot": {"precision": ["default", "tf32"], "operand_dtype": ["float32"], "in_loop": True}})
-_HOST = Condition.model_validate({"host_calls": {"name": [r"ctypes\.PyDLL", r"ctypes\.pydll.*", r".*\.item", r".*\.tolist", r"torch\.cuda\.synchronize"]}})
+_HOST = Condition.model_validate({"file_calls": {"name": [
+    r"ctypes\.(PyDLL|pydll\.LoadLibrary)", r"ctypes\.pythonapi\..*",  # native calls that keep the GIL
+    r".*\.item", r".*\.tolist", r"torch\.cuda\.synchronize",  # host syncs in a launcher
+]}})
 
 
 @dataclass
@@ -440,16 +445,25 @@ class Analysis:
     others: list[Bottleneck]
     gpu: str
     numbers: dict[str, float]
+    measured: bool = True  # False when the roofline verdict is a guess (no shapes, no profile)
 
     @property
     def classes(self) -> list[BottleneckClass]:
         return [self.primary.cls, *[b.cls for b in self.others]]
 
     def strength(self, cls: BottleneckClass) -> float:
-        """1.0 for the primary bottleneck, 0.6 for a secondary one, 0 otherwise."""
+        """How strongly the kernel shows `cls`: 1.0 primary, 0.6 secondary, 0 absent.
+
+        Unsized, the memory/compute/occupancy/launch verdict is a guess, so every
+        such class counts a little (0.4) rather than gating patterns out on it.
+        """
         if cls == self.primary.cls:
             return 1.0
-        return 0.6 if cls in self.classes else 0.0
+        if cls in self.classes:
+            return 0.6
+        if not self.measured and cls not in STATIC_CLASSES:
+            return 0.4
+        return 0.0
 
 
 def estimate(
@@ -543,7 +557,7 @@ def estimate(
     for a in size.assumptions:
         found[0].rationale.append(a)
     primary, others = found[0], _dedupe(found[1:], found[0].cls)
-    return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums)
+    return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized)
 
 
 def _dedupe(items: list[Bottleneck], primary: BottleneckClass) -> list[Bottleneck]:

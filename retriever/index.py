@@ -41,7 +41,12 @@ def default_index_dir() -> Path:
 
 
 def content_hash(entry: Entry) -> str:
-    return hashlib.sha256((entry.id + "\n" + entry.pattern.search_text()).encode()).hexdigest()[:16]
+    """Changes when anything the index derives from a pattern changes: its text, its conditions, its example."""
+    h = hashlib.sha256(entry.id.encode())
+    for name in ("pattern.yaml", "before.py"):
+        f = entry.file(name)
+        h.update(f.read_bytes() if f.exists() else b"")
+    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -117,38 +122,57 @@ def build_index(entries: list[Entry], chroma_url: str | None = None, path: Path 
             if progress:
                 progress.advance(task, len(chunk))
     if not chroma_url:
-        _write_snapshot(col, path)
+        _write_snapshot(col, path, entries)
     added = sum(1 for e in changed if e.id not in have)
     return IndexStats(added, len(changed) - added, len(removed), len(entries) - len(changed), chroma_url or str(path))
 
 
-def _write_snapshot(col, path: Path) -> None:
+def _write_snapshot(col, path: Path, entries: list[Entry]) -> None:
+    from patterns.retriever.retrieve import generality
+
     data = col.get(include=["embeddings", "metadatas"])
     ids = list(data["ids"])
     hashes = [(m or {}).get("hash", "") for m in data["metadatas"]]
     emb = np.asarray(data["embeddings"], dtype=np.float32).reshape(len(ids), -1)
+    general = generality(entries)
     fd, tmp = tempfile.mkstemp(dir=path, suffix=".npz")
     os.close(fd)
-    np.savez(tmp, ids=np.array(ids), hashes=np.array(hashes), embeddings=emb)
+    np.savez(tmp, ids=np.array(ids), hashes=np.array(hashes), embeddings=emb,
+             generality=np.array([general.get(i, 1.0) for i in ids], dtype=np.float32))
     os.replace(tmp, path / "snapshot.npz")
 
 
-def load_snapshot(entries: list[Entry], path: Path | None = None) -> dict[str, np.ndarray] | None:
-    """Pattern id -> embedding, or None when the snapshot is missing, corrupt or stale."""
+def load_snapshot(entries: list[Entry], path: Path | None = None, with_generality: bool = False):
+    """Pattern id -> embedding (and id -> generality), or None when the snapshot is missing, corrupt or stale."""
     path = path or default_index_dir()
     f = path / "snapshot.npz"
     if not f.exists():
         return None
     try:
         with np.load(f, allow_pickle=False) as z:
-            ids, hashes, emb = list(z["ids"]), list(z["hashes"]), z["embeddings"]
+            ids, hashes, emb, gen = list(z["ids"]), list(z["hashes"]), z["embeddings"], z["generality"]
     except Exception:
-        return None  # corrupt: the caller rebuilds
+        return None  # corrupt or from an older version: the caller rebuilds
     current = {e.id: content_hash(e) for e in entries}
     stored = dict(zip(ids, hashes))
     if stored != current or emb.shape[0] != len(ids):
         return None
-    return {i: emb[k] for k, i in enumerate(ids)}
+    vectors = {i: emb[k] for k, i in enumerate(ids)}
+    if with_generality:
+        return vectors, {i: float(gen[k]) for k, i in enumerate(ids)}
+    return vectors
+
+
+def ranking_data(queries: list[str], entries: list[Entry], chroma_url: str | None = None, path: Path | None = None,
+                 progress=None) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Similarities of each query to each pattern, and each pattern's generality."""
+    sims = similarities_many(queries, entries, chroma_url=chroma_url, path=path, progress=progress)
+    snap = None if chroma_url else load_snapshot(entries, path, with_generality=True)
+    if snap is not None:
+        return sims, snap[1]
+    from patterns.retriever.retrieve import generality
+
+    return sims, generality(entries)
 
 
 def similarities_many(

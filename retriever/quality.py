@@ -55,11 +55,15 @@ def load_cases(path: Path = DEFAULT_CASES, entries: list[Entry] | None = None) -
             dtype=raw.get("dtype", "bfloat16"), dtypes=raw.get("dtypes", {}), expected=raw.get("expected", []),
             applied=raw.get("applied", []), wrong=raw.get("wrong", []),
         ))
+    from patterns.facts import extract_file
+
     for e in entries or []:
         ex = e.pattern.example
-        kernel = (ex.kernel or None) if ex else None
-        cases.append(Case(name=f"{e.id}/before.py", path=e.file("before.py"), kernel=kernel, expected=[e.id]))
-        cases.append(Case(name=f"{e.id}/after.py", path=e.file("after.py"), kernel=kernel, applied=[e.id]))
+        for which, key in (("before.py", "expected"), ("after.py", "applied")):
+            path = e.file(which)
+            names = {k.name for k in extract_file(path).kernels}
+            kernel = ex.kernel if ex and ex.kernel in names else None  # before and after may name the kernel differently
+            cases.append(Case(name=f"{e.id}/{which}", path=path, kernel=kernel, **{key: [e.id]}))
     return cases
 
 

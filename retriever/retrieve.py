@@ -18,7 +18,7 @@ from patterns.facts import extract_file
 from patterns.hardware import GPU, gpu
 from patterns.library import Entry, load_library
 from patterns.predicates import PREDICATES, Subject, evaluate
-from patterns.retriever.estimate import DTYPE_ALIASES, Analysis, estimate
+from patterns.retriever.estimate import DTYPE_ALIASES, STATIC_CLASSES, Analysis, estimate
 from patterns.types import (
     BottleneckClass,
     Condition,
@@ -32,8 +32,10 @@ from patterns.types import (
 )
 
 # weights of the final score: the gates decide relevance, the embedding orders near-ties
-GATE_WEIGHT = 0.75
-SIMILARITY_WEIGHT = 0.25
+GATE_WEIGHT = 0.65
+SIMILARITY_WEIGHT = 0.35
+# a pattern whose conditions hold on most kernels says little about this one (IDF-like)
+GENERALITY_PENALTY = 0.4
 HOST_KERNEL = "<host code>"
 
 
@@ -73,20 +75,45 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         v = shapes.get(sc.name)
         if v is not None and ((sc.min is not None and v < sc.min) or (sc.max is not None and v > sc.max)):
             return Gate(False, 0, [], [], f"{sc.name}={v} outside [{sc.min}, {sc.max}]")
+    verdict: Verdict | None = evaluate(aw.conditions, subject) if aw.conditions is not None else None
+    if verdict is not None and not verdict.ok:
+        return Gate(False, 0, [], [], f"condition failed: {'; '.join(verdict.reasons[:2])}")
+    # numerics and host hazards are found by reading code: a pattern for them whose
+    # conditions hold on this kernel is itself the detector
+    static = [b for b in aw.bottlenecks if b in STATIC_CLASSES]
     strength = max(analysis.strength(b) for b in aw.bottlenecks)
+    if static and verdict is not None:
+        strength = max(strength, 1.0)
     if strength == 0:
         return Gate(False, 0, [], [], f"addresses {'/'.join(b.value for b in aw.bottlenecks)}, kernel is {analysis.primary.cls.value}")
-    matched = [f"bottleneck {b.value}" for b in aw.bottlenecks if b in analysis.classes]
-    lines: list[int] = []
-    cond_strength = 0.5
-    if aw.conditions is not None:
-        v: Verdict = evaluate(aw.conditions, subject)
-        if not v.ok:
-            return Gate(False, 0, [], [], f"condition failed: {'; '.join(v.reasons[:2])}")
-        matched += v.reasons
-        lines = v.lines
-        cond_strength = 1.0
+    matched = [f"bottleneck {b.value}" for b in aw.bottlenecks if b in analysis.classes or (b in static and verdict is not None)]
+    if not matched:
+        matched = ["bottleneck not sized: pass --shape to confirm " + "/".join(b.value for b in aw.bottlenecks)]
+    lines: list[int] = verdict.lines if verdict is not None else []
+    # a pattern whose code conditions hold is more specific than one that only shares the bottleneck
+    cond_strength = min(1.0, 0.6 + 0.2 * _leaves(aw.conditions)) if verdict is not None else 0.3
+    if verdict is not None:
+        matched += verdict.reasons
+    checked = [sc for sc in aw.shapes if sc.name in shapes]
+    unchecked = [sc for sc in aw.shapes if sc.name not in shapes]
+    if checked:
+        cond_strength = min(1.0, cond_strength + 0.2)
+        matched += [f"shape {sc.name}={shapes[sc.name]} in [{sc.min}, {sc.max}]" for sc in checked]
+    if unchecked:
+        strength *= 0.85  # the pattern is for certain sizes the user did not give
+        matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (pass --shape {sc.name}=…)" for sc in unchecked]
     return Gate(True, 0.5 * strength + 0.5 * cond_strength, matched, lines)
+
+
+def _leaves(cond: Condition | None) -> int:
+    """Positive predicates in a condition: how much code evidence a match carries."""
+    if cond is None:
+        return 0
+    if cond.op == "pred":
+        return 1
+    if cond.op == "not":
+        return 0
+    return sum(_leaves(c) for c in cond.children) if cond.op == "all" else min(_leaves(c) for c in cond.children)
 
 
 def expected_effect(pattern: Pattern, analysis: Analysis) -> str:
@@ -118,9 +145,37 @@ def expected_effect(pattern: Pattern, analysis: Analysis) -> str:
     return "; ".join(parts)
 
 
-def describe_kernel(kernel: KernelFacts | None, analysis: Analysis) -> str:
-    """The text embedded as the query: the bottleneck in words and the kernel's shape of work."""
-    words = [f"{analysis.primary.cls.value} kernel", *analysis.primary.rationale]
+def generality(entries: list[Entry]) -> dict[str, float]:
+    """Fraction of the library's before.py kernels on which each pattern's conditions hold.
+
+    Computed from the library itself (no user data): a condition that holds on
+    almost every kernel ("has a loop", "not autotuned") carries little evidence.
+    """
+    subjects = []
+    for e in entries:
+        try:
+            f = extract_file(e.file("before.py"))
+        except Exception:  # a broken example is `patterns check`'s business, not ranking's
+            continue
+        subjects += [Subject(f, k) for k in f.kernels] or [Subject(f, None)]
+    out = {}
+    for e in entries:
+        cond = e.pattern.applies_when.conditions
+        if cond is None or not subjects:
+            out[e.id] = 1.0
+            continue
+        out[e.id] = sum(evaluate(cond, s).ok for s in subjects) / len(subjects)
+    return out
+
+
+def describe_kernel(kernel: KernelFacts | None, analysis: Analysis, facts: FileFacts | None = None) -> str:
+    """The text embedded as the query: the code's own words, the bottleneck, the kernel's shape of work."""
+    words = []
+    if facts is not None and facts.docstring:
+        words.append(facts.docstring)
+    if kernel is not None and kernel.docstring:
+        words.append(kernel.docstring)
+    words += [f"{analysis.primary.cls.value} kernel", *analysis.primary.rationale]
     words += [b.cls.value + ": " + "; ".join(b.rationale) for b in analysis.others]
     if kernel is not None:
         names = sorted({c.name for c in kernel.calls if c.name.startswith("tl.")})
@@ -210,19 +265,23 @@ def suggest(
             known = ", ".join(k.name for k in facts.kernels) or "none"
             raise RetrieveError(f"{path}: --kernel: no kernel named '{kernel}' (kernels: {known})")
     host = analyse(facts, None, hw, shapes, dtype, overrides, None)
-    host_relevant = host.primary.cls == BottleneckClass.host
-    if kernel is None and host_relevant:
+    host_relevant = host.primary.cls == BottleneckClass.host or any(
+        evaluate(e.pattern.present_when, file_subject).ok for e in host_patterns
+    )
+    if host_relevant:
         targets.append(None)
     if not targets:
         raise RetrieveError(f"{path}: no @triton.jit kernel found (and no host-side hazard to analyse)")
 
     analyses = [(k, analyse(facts, k, hw, shapes, dtype, overrides, profile)) for k in targets]
-    queries = [describe_kernel(k, a) for k, a in analyses]
+    queries = [describe_kernel(k, a, facts) for k, a in analyses]
     sims: dict[int, dict[str, float]] = {}
+    general: dict[str, float] = {}
     if entries:
-        from patterns.retriever.index import similarities_many
+        from patterns.retriever.index import ranking_data
 
-        sims = dict(enumerate(similarities_many(queries, entries, chroma_url=chroma_url, path=index_dir, progress=progress)))
+        sim_rows, general = ranking_data(queries, entries, chroma_url=chroma_url, path=index_dir, progress=progress)
+        sims = dict(enumerate(sim_rows))
 
     reports = []
     for i, (k, analysis) in enumerate(analyses):
@@ -239,7 +298,8 @@ def suggest(
             g = gate(p, subject, analysis, hw, _dtypes(k, dtype, overrides), shapes)
             if not g.passed:
                 continue
-            score = GATE_WEIGHT * g.strength + SIMILARITY_WEIGHT * max(0.0, sim)
+            gate_score = g.strength * (1 - GENERALITY_PENALTY * general.get(p.id, 0.0))
+            score = GATE_WEIGHT * gate_score + SIMILARITY_WEIGHT * max(0.0, sim)
             suggestions.append(_suggestion(entry, k.name if k else HOST_KERNEL, score, g, expected_effect(p, analysis), False))
         suggestions.sort(key=lambda s: (-s.score, s.pattern_id))
         reports.append(
