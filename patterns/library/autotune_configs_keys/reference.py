@@ -1,0 +1,15 @@
+"""Plain PyTorch reference: c + a @ b in float64, returned as float32."""
+import torch
+
+
+def make_inputs(shape: dict, seed: int, device: str = "cpu") -> dict:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    g = torch.Generator().manual_seed(seed)
+    c = torch.randn(M, N, generator=g)
+    a = torch.randn(M, K, generator=g) / K**0.5
+    b = torch.randn(K, N, generator=g)
+    return {"c": c.to(device), "a": a.to(device), "b": b.to(device)}
+
+
+def reference(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (c.double() + a.double() @ b.double()).float()
