@@ -64,6 +64,7 @@ class _Scope:
     # variable -> program_id axes its value depends on (taint through assignments)
     pid_deps: dict[str, set[int]] = field(default_factory=dict)
     assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
+    accumulates: dict[str, list[str]] = field(default_factory=dict)
     # variable -> every variable its value derives from, transitively
     var_deps: dict[str, set[str]] = field(default_factory=dict)
     # variables whose value derives from a load from memory
@@ -171,6 +172,7 @@ class _Extractor(cst.CSTVisitor):
             kernel.origins = dict(scope.origins)
             kernel.pid_deps = {k: sorted(v) for k, v in scope.pid_deps.items() if v}
             kernel.assigns = dict(scope.assigns)
+            kernel.accumulates = dict(scope.accumulates)
             kernel.loaded = sorted(scope.loaded)
         else:
             self.host_calls.extend(scope.calls)
@@ -417,6 +419,9 @@ class _Extractor(cst.CSTVisitor):
             dtype = self._dtype(node.value, scope)
             if dtype and node.target.value not in scope.dtypes:
                 scope.dtypes[node.target.value] = dtype
+            # accumulators (b_sq += b_x * b_x) tell what a loop reduces
+            op = type(node.operator).__name__.replace("Assign", "").lower()
+            scope.accumulates.setdefault(node.target.value, []).append(f"{op}:{self.code(node.value)}")
 
     def _origin(self, value: cst.BaseExpression) -> str:
         if isinstance(value, cst.Call):

@@ -78,7 +78,9 @@ def evaluate(cond: Condition, subject: Subject) -> Verdict:
         return spec.func(subject, **cond.args)
     if cond.op == "not":
         inner = evaluate(cond.children[0], subject)
-        return Verdict(ok=not inner.ok, reasons=[f"not {cond.children[0].describe()}"])
+        # the inner predicate's own failure reason reads best ("no @triton.autotune")
+        reasons = inner.reasons if not inner.ok and inner.reasons else [f"not {cond.children[0].describe()}"]
+        return Verdict(ok=not inner.ok, reasons=reasons)
     results = [evaluate(c, subject) for c in cond.children]
     ok = all(r.ok for r in results) if cond.op == "all" else any(r.ok for r in results)
     held = [r for r in results if r.ok]
@@ -755,3 +757,35 @@ def pybind_binding(
     if len(hits) >= min_count:
         return Verdict(ok=True, lines=sorted({b.line for b in hits}), reasons=[f"{desc}: {', '.join(b.name for b in hits[:4])} (line {hits[0].line})"])
     return Verdict(ok=False, reasons=[f"no {desc}"])
+
+
+@predicate()
+def sum_and_sum_of_squares(s: Subject) -> Verdict:
+    """One pass reduces both x and x*x of the same value (raw moments: var = E[x^2] - E[x]^2 follows)."""
+    k = _kernel(s)
+    summed: dict[str, set[str]] = {}  # variable -> {"x", "x2"}
+    lines: list[int] = []
+
+    def note(expr: str, line: int) -> None:
+        expr = expr.split(",")[0].strip()
+        m = re.fullmatch(r"(\w+)\s*\*\s*(\w+)", expr)
+        if m and m.group(1) == m.group(2):
+            summed.setdefault(m.group(1), set()).add("x2")
+            lines.append(line)
+        elif re.fullmatch(r"\w+", expr):
+            summed.setdefault(expr, set()).add("x")
+            lines.append(line)
+
+    for c in k.calls_named("tl.sum"):
+        if c.args:
+            note(c.args[0], c.line)
+    for var, exprs in k.accumulates.items():
+        for e in exprs:
+            op, _, expr = e.partition(":")
+            if op == "add":
+                inner = re.fullmatch(r"tl\.sum\((.*)\)", expr.strip())
+                note(inner.group(1) if inner else expr, k.assigns.get(var, (k.line, ""))[0])
+    both = [v for v, kinds in summed.items() if kinds == {"x", "x2"}]
+    if both:
+        return Verdict(ok=True, lines=sorted(set(lines)), reasons=[f"sum and sum of squares of {', '.join(both)} in one pass"])
+    return Verdict(ok=False, reasons=["no sum together with sum of squares of one value"])

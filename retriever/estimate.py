@@ -475,7 +475,7 @@ def estimate(
     dtype_overrides: dict[str, str] | None = None,
 ) -> Analysis:
     dtype = DTYPE_ALIASES.get(dtype, dtype)
-    overrides = {k: DTYPE_ALIASES.get(v, v) for k, v in (dtype_overrides or {}).items()}
+    overrides = resolve_overrides(kernel, {k: DTYPE_ALIASES.get(v, v) for k, v in (dtype_overrides or {}).items()})
     found: list[Bottleneck] = []
     nums: dict[str, float] = {}
     size = size_launch(facts, kernel, shapes)
@@ -560,6 +560,30 @@ def estimate(
     return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized)
 
 
+def resolve_overrides(kernel: KernelFacts, overrides: dict[str, str]) -> dict[str, str]:
+    """Map `--dtype NAME=...` onto kernel parameters; NAME may be a launcher argument (`state` -> `h`)."""
+    params = [p.name for p in kernel.params]
+    out = {}
+    for name, dt in overrides.items():
+        if name in params:
+            out[name] = dt
+            continue
+        for la in kernel.launches:
+            for param, expr in [*zip(params, la.args), *la.kwargs.items()]:
+                if expr.strip() == name and param in params:
+                    out[param] = dt
+    return out
+
+
+def unknown_overrides(kernel: KernelFacts, overrides: dict[str, str]) -> list[str]:
+    known = set(resolve_overrides(kernel, {k: "float32" for k in overrides}))
+    mapped = {n for n in overrides if n in {p.name for p in kernel.params}}
+    for la in kernel.launches:
+        params = [p.name for p in kernel.params]
+        mapped |= {expr.strip() for param, expr in [*zip(params, la.args), *la.kwargs.items()] if param in known}
+    return sorted(set(overrides) - mapped)
+
+
 def _dedupe(items: list[Bottleneck], primary: BottleneckClass) -> list[Bottleneck]:
     seen, out = {primary}, []
     for b in items:
@@ -571,9 +595,9 @@ def _dedupe(items: list[Bottleneck], primary: BottleneckClass) -> list[Bottlenec
 
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+        if n < 1000 or unit == "GB":
             return f"{n:.1f} {unit}"
-        n /= 1024
+        n /= 1000
     return f"{n:.1f} GB"
 
 

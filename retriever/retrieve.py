@@ -273,6 +273,15 @@ def suggest(
     if not targets:
         raise RetrieveError(f"{path}: no @triton.jit kernel found (and no host-side hazard to analyse)")
 
+    if overrides:
+        from patterns.retriever.estimate import unknown_overrides
+
+        kernels_ = [k for k in targets if k is not None]
+        unknown = set(overrides)
+        for k in kernels_:
+            unknown &= set(unknown_overrides(k, overrides))
+        if kernels_ and unknown:
+            raise RetrieveError(f"{path}: --dtype: no kernel parameter or launcher argument named {', '.join(sorted(unknown))}")
     analyses = [(k, analyse(facts, k, hw, shapes, dtype, overrides, profile)) for k in targets]
     queries = [describe_kernel(k, a, facts) for k, a in analyses]
     sims: dict[int, dict[str, float]] = {}
