@@ -454,16 +454,13 @@ class Analysis:
     def strength(self, cls: BottleneckClass) -> float:
         """How strongly the kernel shows `cls`: 1.0 primary, 0.6 secondary, 0 absent.
 
-        Unsized, the memory/compute/occupancy/launch verdict is a guess, so every
-        such class counts a little (0.4) rather than gating patterns out on it.
+        Unsized, the memory/compute/occupancy/launch verdict is a guess: the guessed
+        class counts 0.5 and every other one 0.4, so code evidence decides instead.
         """
-        if cls == self.primary.cls:
-            return 1.0
-        if cls in self.classes:
-            return 0.6
-        if not self.measured and cls not in STATIC_CLASSES:
-            return 0.4
-        return 0.0
+        present = cls in self.classes
+        if cls in STATIC_CLASSES or self.measured:
+            return 1.0 if cls == self.primary.cls else 0.6 if present else 0.0
+        return 0.5 if present else 0.4
 
 
 def estimate(
