@@ -43,5 +43,6 @@ setup(
     package_data={
         "patterns": ["library/**/*", "catalog/templates/*", "catalog_templates/*", "py.typed"],
         "patterns.kernels": ["**/*.md"],
+        "patterns.rewriter": ["templates/**/*"],
     },
 )

@@ -139,3 +139,25 @@ def test_apply_bad_input_one_line_exit_2_file_untouched(args, message, tmp_path)
     assert "Traceback" not in r.stderr
     assert {p: p.read_bytes() for p in (good, bad)} == snapshot
     assert not list(tmp_path.glob("*.orig"))
+
+
+# --------------------------------------------------------------------------------------
+# more kernels than the examples: every codemod's ACCEPTS sources rewrite
+# --------------------------------------------------------------------------------------
+
+ACCEPTED = [
+    pytest.param(name, src, id=f"{name}-{i}")
+    for name, cls in sorted(REWRITES.items())
+    for i, src in enumerate(getattr(cls, "ACCEPTS", []))
+]
+
+
+@pytest.mark.parametrize(("name", "src"), ACCEPTED)
+def test_codemod_accepts_more_kernels(name, src):
+    """apply() itself checks that the result parses and satisfies present_when; the source must change."""
+    from patterns.facts import extract_source
+    from patterns.library import get, present
+
+    got = apply(name, src, "case.py").candidate.source
+    assert got != src
+    assert present(get(name).pattern, extract_source(got, "case.py")).ok

@@ -1,0 +1,315 @@
+"""Map linear program ids to output tiles in grouped order (GROUP_SIZE_M swizzle) instead of row-major.
+
+Kernel: the row-major decomposition `pid_m = pid // num_pid_n; pid_n = pid % num_pid_n`
+(two statements or one tuple assignment, `pid` being a program id or a persistent
+loop's tile id) becomes the grouped order of template grouped.py.j2; a
+`num_pid_m = tl.cdiv(M, BM)` is added where the kernel has none (M read from the
+`o_m < M` mask of the M tile). A constexpr GROUP_SIZE_M (GROUP_M when the blocks
+are named BM/BLOCK_M) is appended to the signature. Launcher: the launch passes
+GROUP_SIZE_M=<group_size_m> (param, default 8). The mapping is a bijection on the
+same tiles, so the grid and the results stay the same (bit-identical).
+
+Refuses: tiles taken from two program-id axes (a 2-D grid: linearise it first);
+a decomposition that is not `pid // num_pid_n` with `pid % num_pid_n`; a divisor
+that does not count the N tiles; an M tile with no mask to read M from; an
+autotuned kernel (GROUP_SIZE_M belongs in its configs); generated names already
+taken.
+"""
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from patterns.rewriter.edits import PlannedCodemod, block_dims, code, find_launch, insert_args, insert_params, kwarg, new_param, pid_axes, render, stmts
+
+GENERATED = ("num_pid_in_group", "group_id", "first_pid_m", "group_size_m")
+
+_TWO_D = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def skinny_matmul_kernel(x, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    i_m, i_n = tl.program_id(0), tl.program_id(1)
+    o_m = i_m * BM + tl.arange(0, BM)
+    o_n = i_n * BN + tl.arange(0, BN)
+    o_k = tl.arange(0, BK)
+    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        b_x = tl.load(x + o_m[:, None] * K + (i_k + o_k)[None, :], mask=(o_m[:, None] < M) & ((i_k + o_k)[None, :] < K), other=0.0)
+        b_w = tl.load(w + (i_k + o_k)[:, None] * N + o_n[None, :], mask=((i_k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
+        b_acc += tl.dot(b_x, b_w)
+    tl.store(y + o_m[:, None] * N + o_n[None, :], b_acc.to(y.dtype.element_ty), mask=(o_m[:, None] < M) & (o_n[None, :] < N))
+
+
+def skinny_matmul(x, w):
+    M, K = x.shape
+    N = w.shape[1]
+    y = torch.empty(M, N, device=x.device, dtype=x.dtype)
+    skinny_matmul_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 256))](x, w, y, M, N, K, BM=64, BN=256, BK=64)
+    return y
+'''
+
+# pid_n by subtraction rather than `pid % num_pid_n`
+_SUBTRACTED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BN)
+    pid_m = pid // num_pid_n
+    pid_n = pid - pid_m * num_pid_n
+    o_m = pid_m * BM + tl.arange(0, BM)
+    o_n = pid_n * BN + tl.arange(0, BN)
+    o_k = tl.arange(0, BK)
+    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k in range(0, K, BK):
+        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
+        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=((k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
+        b_acc = tl.dot(b_a, b_b, b_acc)
+    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty(M, N, device=a.device, dtype=torch.float32)
+    matmul_kernel[(triton.cdiv(M, 64) * triton.cdiv(N, 64),)](a, b, c, M, N, K, BM=64, BN=64, BK=32)
+    return c
+'''
+
+_AUTOTUNED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BM": bm, "BN": 64, "BK": 32}, num_warps=4) for bm in (32, 64, 128)], key=["M", "N", "K"])
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BN)
+    pid_m, pid_n = pid // num_pid_n, pid % num_pid_n
+    o_m = pid_m * BM + tl.arange(0, BM)
+    o_n = pid_n * BN + tl.arange(0, BN)
+    o_k = tl.arange(0, BK)
+    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k in range(0, K, BK):
+        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
+        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=((k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
+        b_acc = tl.dot(b_a, b_b, b_acc)
+    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty(M, N, device=a.device, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+    matmul_kernel[grid](a, b, c, M, N, K)
+    return c
+'''
+
+# tests/retrieval_set/gemm_naive.py: tuple decomposition, blocks named BM/BN
+_GEMM_NAIVE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BN)
+    i_m, i_n = pid // num_pid_n, pid % num_pid_n
+    o_m = i_m * BM + tl.arange(0, BM)
+    o_n = i_n * BN + tl.arange(0, BN)
+    o_k = tl.arange(0, BK)
+    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        b_a = tl.load(a + o_m[:, None] * K + (i_k + o_k)[None, :], mask=(o_m[:, None] < M) & ((i_k + o_k)[None, :] < K), other=0.0)
+        b_b = tl.load(b + (i_k + o_k)[:, None] * N + o_n[None, :], mask=((i_k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
+        b_acc += tl.dot(b_a, b_b)
+    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc.to(c.dtype.element_ty), mask=(o_m[:, None] < M) & (o_n[None, :] < N))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+    grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
+    matmul_kernel[grid](a, b, c, M, N, K, BM=128, BN=128, BK=64)
+    return c
+'''
+
+# tests/retrieval_set/persistent_gemm.py: the decomposition of a persistent loop's tile id
+_PERSISTENT = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def persistent_matmul_kernel(a, b, c, M, N, K, NUM_SMS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    start = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BN)
+    num_tiles = tl.cdiv(M, BM) * num_pid_n
+    o_k = tl.arange(0, BK)
+    for tile in range(start, num_tiles, NUM_SMS):
+        i_m, i_n = tile // num_pid_n, tile % num_pid_n
+        o_m = i_m * BM + tl.arange(0, BM)
+        o_n = i_n * BN + tl.arange(0, BN)
+        b_acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for i_k in range(0, K, BK):
+            b_a = tl.load(a + o_m[:, None] * K + (i_k + o_k)[None, :], mask=(o_m[:, None] < M) & ((i_k + o_k)[None, :] < K), other=0.0)
+            b_b = tl.load(b + (i_k + o_k)[:, None] * N + o_n[None, :], mask=((i_k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
+            b_acc += tl.dot(b_a, b_b)
+        tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc.to(c.dtype.element_ty), mask=(o_m[:, None] < M) & (o_n[None, :] < N))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+    num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
+    tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)
+    persistent_matmul_kernel[(min(num_sms, tiles),)](a, b, c, M, N, K, NUM_SMS=num_sms, BM=128, BN=128, BK=64)
+    return c
+'''
+
+
+class GroupedPidOrdering(PlannedCodemod):
+    PATTERN = "grouped_pid_ordering"
+    DESCRIPTION = "linear program ids mapped to tiles in GROUP_SIZE_M groups for L2 reuse"
+    REFUSES = [
+        (_TWO_D, r"tiles come from a 2-D grid \(i_m = program_id\(0\), i_n = program_id\(1\)\): launch a 1-D grid of "
+                 r"cdiv\(M, BM\)·cdiv\(N, BN\) programs with `i_m, i_n = pid // num_pid_n, pid % num_pid_n`"),
+        (_SUBTRACTED, r"`pid_m = pid // num_pid_n` has no `pid % num_pid_n` partner \(line 12: `pid_n = pid - pid_m \* num_pid_n`\)"),
+        (_AUTOTUNED, r"matmul_kernel is autotuned: add GROUP_M to its configs"),
+        ("def f():\n    return 1\n", "no Triton kernel"),
+    ]
+    ACCEPTS = [_GEMM_NAIVE, _PERSISTENT]
+
+    def plan(self, module: cst.Module) -> None:
+        k = self.kernel
+        body = self.body
+        axes = pid_axes(body)
+        pairs, divs = self._decompositions()
+        if not pairs:
+            tiles = self._tile_vars()
+            if len(axes) > 1 and len({a for _, a in tiles}) > 1:
+                (vm, am), (vn, an) = tiles[0], tiles[1]
+                bm, bn = self._block_of(vm) or "BM", self._block_of(vn) or "BN"
+                self.refuse(f"the tiles come from a 2-D grid ({vm} = program_id({am}), {vn} = program_id({an})): launch a 1-D grid of "
+                            f"cdiv(M, {bm})·cdiv(N, {bn}) programs with `{vm}, {vn} = pid // num_pid_n, pid % num_pid_n` first "
+                            "(or call tl.swizzle2d on the 2-D ids)")
+            if divs:
+                stmt, a, x, d = divs[0]
+                others = [s for s in m.findall(self.fn.body, m.SimpleStatementLine()) if s is not stmt and self.body.depends(s, {a})
+                          and any(isinstance(t, cst.Assign) for t in s.body)]
+                where = f" (line {self.line(others[0])}: `{code(others[0])}`)" if others else ""
+                self.refuse(f"`{a} = {x} // {d}` has no `{x} % {d}` partner{where}: not the recognisable row-major "
+                            f"`{x} // {d}, {x} % {d}` form; write it that way first")
+            self.refuse(f"{k.name} has no `pid // num_pid_n, pid % num_pid_n` decomposition of a linear program id")
+        if k.autotune is not None:
+            self.refuse(f"{k.name} is autotuned: add GROUP_M to its configs and decompose by hand")
+        if len(pairs) > 1:
+            self.refuse(f"{k.name} decomposes a program id {len(pairs)} times: choose by hand")
+        (div_stmt, a, x, d), (mod_stmt, b) = pairs[0]
+        # the divisor counts the tiles of b's axis; a is the row tile
+        count = body.single(d)
+        bm, bn = self._block_of(a), self._block_of(b)
+        if not (isinstance(count, cst.Call) and code(count.func) == "tl.cdiv" and len(count.args) == 2 and isinstance(count.args[1].value, cst.Name)):
+            self.refuse(f"`{d}` is not a `tl.cdiv(N, BN)` tile count assigned once in {k.name}")
+        if bm is None or bn is None:
+            self.refuse(f"{a if bm is None else b} is not scaled by a block constexpr: cannot tell the tile shape")
+        if count.args[1].value.value != bn:  # type: ignore[attr-defined]
+            self.refuse(f"`{d} = {code(count)}` does not count the {bn} tiles that `{b}` indexes")
+        # the M extent and tile count
+        num_pid_m = next((n for n, bs in body.bindings.items()
+                          if (v := body.single(n)) is not None and m.matches(v, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("cdiv")),
+                                                                                          args=[m.Arg(), m.Arg(m.Name(bm))]))), None)
+        new_count = None
+        if num_pid_m is None:
+            dims = [dim for dim, bs in block_dims(body, {bm}).items() if bm in bs]
+            if len(dims) != 1:
+                self.refuse(f"cannot read the M extent of the {bm} tile (no single `o_m < M` mask): write num_pid_m = tl.cdiv(M, {bm}) first")
+            num_pid_m = "num_pid_m"
+            new_count = stmts(render(self.PATTERN, "num_pid_m.py.j2", num_pid_m=num_pid_m, m=dims[0], bm=bm))
+        group = "GROUP_SIZE_M" if bm.startswith("BLOCK_SIZE") else "GROUP_M"
+        taken = [n for n in (*GENERATED, group, num_pid_m if new_count else "") if n and (n in body.bindings or k.param(n))]
+        if taken:
+            self.refuse(f"{k.name} already uses {', '.join(taken)}: rename before grouping")
+        if not k.launches:
+            self.refuse(f"no launch of {k.name} in this file: the launcher must pass {group}")
+        # -- kernel edits
+        block = stmts(render(self.PATTERN, "grouped.py.j2", pid=x, num_pid_n=d, num_pid_m=num_pid_m, pid_m=a, pid_n=b, group=group))
+        if new_count:
+            count_stmt = body.bindings[d][0].line
+            self.insert_before(count_stmt if count_stmt is not None else div_stmt, new_count)
+        self.insert_before(div_stmt, block)
+        self.remove(div_stmt)
+        if mod_stmt is not div_stmt:
+            self.remove(mod_stmt)
+        self.replace(self.fn, lambda u: insert_params(u, [(len(u.params.params), new_param(group, "tl.constexpr"))]))
+        # -- launcher
+        params = [p.name for p in k.params]
+        for launch in k.launches:
+            la = find_launch(self, module, launch.line, params)
+            after = max((i for i, a in enumerate(la.call.args) if a.keyword is None or a.keyword.value in params), default=-1)
+            self.replace(la.call, lambda u, i=after: insert_args(u, [(i + 1, kwarg(group, str(self.params["group_size_m"])))]))
+            self.keep_width(la.stmt)
+
+    # -- reading -----------------------------------------------------------------------
+    def _decompositions(self):
+        """([((stmt, a, x, d), (stmt, b))], divs) for `a = x // d` with `b = x % d`."""
+        divs, mods = [], []
+        for line in m.findall(self.fn.body, m.SimpleStatementLine()):
+            if len(line.body) != 1 or not isinstance(line.body[0], cst.Assign) or len(line.body[0].targets) != 1:  # type: ignore[attr-defined]
+                continue
+            assign = line.body[0]  # type: ignore[attr-defined]
+            tgt, val = assign.targets[0].target, assign.value
+            pairs = [(tgt, val)]
+            if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple) and len(tgt.elements) == len(val.elements):
+                pairs = [(t.value, v.value) for t, v in zip(tgt.elements, val.elements)]
+            for t, v in pairs:
+                if not isinstance(t, cst.Name) or not isinstance(v, cst.BinaryOperation):
+                    continue
+                if not (isinstance(v.left, cst.Name) and isinstance(v.right, cst.Name)):
+                    continue
+                if isinstance(v.operator, cst.FloorDivide):
+                    divs.append((line, t.value, v.left.value, v.right.value))
+                elif isinstance(v.operator, cst.Modulo):
+                    mods.append((line, t.value, v.left.value, v.right.value))
+        pairs = [(dv, (ms, b)) for dv in divs for (ms, b, x, d) in mods if (x, d) == (dv[2], dv[3])]
+        pairs = [p for p in pairs if p[0][2] in self.kernel.pid_deps]
+        return pairs, divs
+
+    def _tile_vars(self) -> list[tuple[str, int]]:
+        """(index, program_id axis) for names assigned straight from tl.program_id(axis)."""
+        out = []
+        for name, bs in self.body.bindings.items():
+            v = self.body.single(name)
+            if v is not None and m.matches(v, m.Call(func=m.Attribute(attr=m.Name("to"))) ):
+                v = v.func.value  # type: ignore[attr-defined]
+            if v is not None and m.matches(v, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(m.Integer())])):
+                if self._block_of(name):
+                    out.append((name, int(v.args[0].value.value)))  # type: ignore[attr-defined]
+        return sorted(out, key=lambda t: t[1])
+
+    def _block_of(self, var: str) -> str | None:
+        """The constexpr B of `var * B` in the kernel."""
+        constexprs = set(self.kernel.constexprs)
+        for mul in m.findall(self.fn.body, m.BinaryOperation(operator=m.Multiply())):
+            sides = (mul.left, mul.right)  # type: ignore[attr-defined]
+            for s, o in (sides, sides[::-1]):
+                if m.matches(s, m.Name(var)) and isinstance(o, cst.Name) and o.value in constexprs:
+                    return o.value
+        return None
+

@@ -1,0 +1,875 @@
+"""Split-KV decoding: split each program's KV loop across NUM_SPLITS programs and merge.
+
+Kernel: a split program axis `i_s` is added after the existing ones; after the
+statement that defines the loop's length L, the split's range is computed
+(`split_len`, BLOCK-aligned, so the splits' tiles are exactly the unsplit loop's
+tiles; `start`, `end`) and the rest of the body runs under `if end > start:`;
+the online-softmax loop runs over `range(start, end, BLOCK)`; the output store
+becomes a store of the normalised partial `acc / l` to `o_part` and of its
+log-sum-exp `m + log(l)` to `lse` (exp2-based kernels: log2). The output
+parameter is replaced by `o_part, lse` and `NUM_SPLITS: tl.constexpr` is added.
+A merge kernel is generated (template merge_kernel.py.j2) from the kernel's own
+prologue (program ids, offsets, masks, the length L) and its output store.
+Launcher: shared constexprs get host names, `num_splits` is chosen (about two
+programs per SM, bounded by max_splits and by the loop length when the host
+knows it) or fixed, the partial buffers are allocated, the grid gains the split
+axis and the merge kernel is launched after the first.
+
+Refuses: no single top-level `for ... in range(0, L, BLOCK)` online-softmax
+loop (a running max initialised to -inf, tl.exp or tl.exp2), an accumulator
+that is not a [W] vector, an output store that is not `acc / l` or not the only
+store, values other than the softmax state carried across iterations (advancing
+pointers), a kernel that already writes an lse, three grid axes, an autotuned
+BLOCK, a callable grid, several launches.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import jinja2
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
+
+from patterns.rewriter.base import KernelCodemod
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_kv_lse_merge"
+NEW_KERNEL_NAMES = ("i_s", "split_len", "start", "end", "o_part", "lse", "NUM_SPLITS")
+NEW_MERGE_NAMES = ("split_len", "b_lse", "b_r", "b_w", "i_s", "o_part", "lse", "NUM_SPLITS")
+NEW_HOST_NAMES = ("num_splits", "o_part", "lse")
+_NEG_INF = re.compile(r"""-\s*float\(\s*['"]inf['"]\s*\)|float\(\s*['"]-inf['"]\s*\)|-\s*(math|tl)\.inf\b""")
+_STORES = ("tl.store",)
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _render(template: str, **values) -> list[cst.BaseStatement]:
+    module = cst.parse_module(_env().get_template(template).render(**values))
+    body = list(module.body)
+    body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
+    return body
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    """Names an expression or statement reads or binds (attribute fields and keywords excluded)."""
+    out: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return out
+
+
+def _bound(stmt: cst.CSTNode) -> set[str]:
+    """Names a simple assignment statement binds."""
+    out: set[str] = set()
+    for a in m.findall(stmt, m.Assign() | m.AugAssign()):
+        targets = [t.target for t in a.targets] if isinstance(a, cst.Assign) else [a.target]  # type: ignore[attr-defined]
+        for t in targets:
+            out |= {n.value for n in m.findall(t, m.Name())} if isinstance(t, (cst.Name, cst.Tuple, cst.List)) else set()
+    return out
+
+
+def _pid(expr: cst.BaseExpression) -> tuple[int, bool] | None:
+    """(axis, cast) for `tl.program_id(a)` or `tl.program_id(a).to(...)`."""
+    cast = m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("to"))))
+    if cast:
+        expr = expr.func.value  # type: ignore[union-attr]
+    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(m.Integer())])):
+        return int(expr.args[0].value.value), cast  # type: ignore[union-attr]
+    return None
+
+
+def _factor(node: cst.BaseExpression) -> str:
+    atomic = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer))
+    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+    return _code(node) if atomic or product else f"({_code(node)})"
+
+
+def _unwrap(node: cst.CSTNode) -> cst.CSTNode:
+    return node.value if isinstance(node, cst.Element) else node
+
+
+def _comma() -> cst.Comma:
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _kwarg(name: str, value: str, comma=cst.MaybeSentinel.DEFAULT) -> cst.Arg:
+    return cst.Arg(cst.parse_expression(value), keyword=cst.Name(name), comma=comma,
+                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+
+
+_WRITES_LSE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decode_fwd_kernel(q, k, v, o, lse, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    o_d = tl.arange(0, D)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_t in range(0, T, BT):
+        o_t = i_t + tl.arange(0, BT)
+        p_kv = ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+        b_s = tl.where(o_t < T, tl.sum(tl.load(k + p_kv, mask=(o_t < T)[:, None], other=0) * b_q[None, :], 1), float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+        b_p = tl.exp(b_s - b_m_new)
+        b_alpha = tl.exp(b_m - b_m_new)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(v + p_kv, mask=(o_t < T)[:, None], other=0), 0)
+        b_l = b_l * b_alpha + tl.sum(b_p, 0)
+        b_m = b_m_new
+    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
+    # the prefix/suffix merge downstream needs the log-sum-exp too
+    tl.store(lse + i_b * H + i_h, b_m + tl.log(b_l))
+
+
+def decode(q, k, v):
+    B, H, D = q.shape
+    T = k.shape[1]
+    o = torch.empty_like(q)
+    lse = torch.empty(B, H, dtype=torch.float32, device=q.device)
+    decode_fwd_kernel[(B, H)](q, k, v, o, lse, D**-0.5, T, H=H, D=D, BT=64)
+    return o, lse
+'''
+
+_ADVANCING = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decode_ptr_kernel(q, k, v, o, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    o_d = tl.arange(0, D)
+    o_t = tl.arange(0, BT)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
+    # pointers walk the cache tile by tile
+    p_k = k + ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+    p_v = v + ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_t in range(0, T, BT):
+        m_t = (i_t + o_t) < T
+        b_s = tl.where(m_t, tl.sum(tl.load(p_k, mask=m_t[:, None], other=0) * b_q[None, :], 1), float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+        b_p = tl.exp(b_s - b_m_new)
+        b_alpha = tl.exp(b_m - b_m_new)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(p_v, mask=m_t[:, None], other=0), 0)
+        b_l = b_l * b_alpha + tl.sum(b_p, 0)
+        b_m = b_m_new
+        p_k += BT * H * D
+        p_v += BT * H * D
+    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
+
+
+def decode(q, k, v):
+    B, H, D = q.shape
+    o = torch.empty_like(q)
+    decode_ptr_kernel[(B, H)](q, k, v, o, D**-0.5, k.shape[1], H=H, D=D, BT=64)
+    return o
+'''
+
+_NOT_SOFTMAX = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def linear_attn_decode_kernel(q, k, v, o, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    o_d = tl.arange(0, D)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32)
+    b_z = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_t in range(0, T, BT):
+        o_t = i_t + tl.arange(0, BT)
+        p_kv = ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+        # elu+1 feature map: a plain sum, no running max
+        b_s = tl.where(o_t < T, tl.sum(tl.load(k + p_kv, mask=(o_t < T)[:, None], other=0) * b_q[None, :], 1), 0.0)
+        b_p = tl.where(b_s > 0, b_s + 1, tl.exp(b_s))
+        b_acc += tl.sum(b_p[:, None] * tl.load(v + p_kv, mask=(o_t < T)[:, None], other=0), 0)
+        b_z += tl.sum(tl.where(o_t < T, b_p, 0.0), 0)
+    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_z)
+
+
+def linear_attn_decode(q, k, v):
+    B, H, D = q.shape
+    o = torch.empty_like(q)
+    linear_attn_decode_kernel[(B, H)](q, k, v, o, k.shape[1], H=H, D=D, BT=64)
+    return o
+'''
+
+_AUTOTUNED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BT": bt}, num_warps=w) for bt in (32, 64, 128) for w in (4, 8)], key=["D"])
+@triton.jit
+def tuned_decode_kernel(q, k, v, o, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    o_d = tl.arange(0, D)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_t in range(0, T, BT):
+        o_t = i_t + tl.arange(0, BT)
+        p_kv = ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+        b_s = tl.where(o_t < T, tl.sum(tl.load(k + p_kv, mask=(o_t < T)[:, None], other=0) * b_q[None, :], 1), float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+        b_p = tl.exp(b_s - b_m_new)
+        b_alpha = tl.exp(b_m - b_m_new)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(v + p_kv, mask=(o_t < T)[:, None], other=0), 0)
+        b_l = b_l * b_alpha + tl.sum(b_p, 0)
+        b_m = b_m_new
+    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
+
+
+def decode(q, k, v):
+    B, H, D = q.shape
+    o = torch.empty_like(q)
+    tuned_decode_kernel[(B, H)](q, k, v, o, D**-0.5, k.shape[1], H=H, D=D)
+    return o
+'''
+
+# tests/retrieval_set/decode_attention_nosplit.py: GQA heads, the cache length T from the host
+_GQA_NOSPLIT = '''
+"""Single-query decode attention: one program per (batch, head) walks the whole KV cache."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decode_attn_fwd_kernel(q, k, v, o, scale, T, H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    i_hkv = i_h // (H // HKV)
+    o_d = tl.arange(0, D)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32)
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_t in range(0, T, BT):
+        o_t = i_t + tl.arange(0, BT)
+        m_t = o_t < T
+        p_k = k + ((i_b * T + o_t[:, None]) * HKV + i_hkv) * D + o_d[None, :]
+        b_k = tl.load(p_k, mask=m_t[:, None], other=0.0).to(tl.float32)
+        b_s = tl.sum(b_k * b_q[None, :], axis=1) * scale
+        b_s = tl.where(m_t, b_s, float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, axis=0))
+        b_p = tl.exp(b_s - b_m_new)
+        b_alpha = tl.exp(b_m - b_m_new)
+        p_v = v + ((i_b * T + o_t[:, None]) * HKV + i_hkv) * D + o_d[None, :]
+        b_v = tl.load(p_v, mask=m_t[:, None], other=0.0).to(tl.float32)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * b_v, axis=0)
+        b_l = b_l * b_alpha + tl.sum(b_p, axis=0)
+        b_m = b_m_new
+    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    B, H, D = q.shape
+    T, HKV = k.shape[1], k.shape[2]
+    o = torch.empty_like(q)
+    decode_attn_fwd_kernel[(B, H)](q, k, v, o, D**-0.5, T, H=H, HKV=HKV, D=D, BT=64)
+    return o
+'''
+
+# exp2 with the scale folded into log2(e), one flat (B*H,) grid, paged cache lengths
+# loaded per sequence, a bf16 output cast in the store
+_EXP2_PAGED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def paged_decode_kernel(
+    q, k_cache, v_cache, block_table, seq_lens, o, qk_scale, MAX_BLOCKS,
+    H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, PAGE: tl.constexpr,
+):
+    i_bh = tl.program_id(0).to(tl.int64)
+    i_b = i_bh // H
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    seq_len = tl.load(seq_lens + i_b)
+    # [BD], in log2 units
+    b_q = tl.load(q + i_bh * D + o_d, mask=m_d, other=0).to(tl.float32) * qk_scale
+    b_m = tl.full([], float("-inf"), dtype=tl.float32)
+    b_l = tl.zeros([], dtype=tl.float32)
+    b_acc = tl.zeros([BD], dtype=tl.float32)
+    for i_n in tl.range(0, seq_len, PAGE, num_stages=2):
+        o_n = i_n + tl.arange(0, PAGE)
+        m_n = o_n < seq_len
+        i_page = tl.load(block_table + i_b * MAX_BLOCKS + i_n // PAGE).to(tl.int64)
+        p_kv = ((i_page * PAGE + tl.arange(0, PAGE)[:, None]) * H + i_bh % H) * D + o_d[None, :]
+        b_k = tl.load(k_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
+        b_v = tl.load(v_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
+        b_s = tl.where(m_n, tl.sum(b_q[None, :] * b_k, 1), float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+        b_alpha = tl.exp2(b_m - b_m_new)
+        b_p = tl.exp2(b_s - b_m_new)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * b_v, 0)
+        b_l = b_l * b_alpha + tl.sum(b_p, 0)
+        b_m = b_m_new
+    tl.store(o + i_bh * D + o_d, (b_acc / b_l).to(o.dtype.element_ty), mask=m_d)
+
+
+def paged_decode(q, k_cache, v_cache, block_table, seq_lens):
+    B, H, D = q.shape
+    PAGE = k_cache.shape[1]
+    o = torch.empty_like(q)
+    paged_decode_kernel[(B * H,)](
+        q, k_cache, v_cache, block_table, seq_lens, o, D**-0.5 * 1.4426950408889634, block_table.shape[1],
+        H=H, D=D, BD=triton.next_power_of_2(D), PAGE=PAGE,
+    )
+    return o
+'''
+
+
+# a page-table walk one page per iteration, `range(NT)` over tiles (vLLM/SGLang paged decode)
+_PAGE_WALK = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def paged_decode_fwd_kernel(
+    q, k_cache, v_cache, page_table, seq_lens, o, scale, MAX_PAGES,
+    H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, PAGE: tl.constexpr,
+):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    i_hkv = i_h // (H // HKV)
+    o_d = tl.arange(0, D)
+    o_p = tl.arange(0, PAGE)
+    seq_len = tl.load(seq_lens + i_b)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_page in range(tl.cdiv(seq_len, PAGE)):
+        page = tl.load(page_table + i_b * MAX_PAGES + i_page).to(tl.int64)
+        m_t = i_page * PAGE + o_p < seq_len
+        p_kv = ((page * PAGE + o_p[:, None]) * HKV + i_hkv) * D + o_d[None, :]
+        b_s = tl.where(m_t, tl.sum(tl.load(k_cache + p_kv, mask=m_t[:, None], other=0.0).to(tl.float32) * b_q[None, :], 1), float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+        b_p = tl.exp(b_s - b_m_new)
+        b_alpha = tl.exp(b_m - b_m_new)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(v_cache + p_kv, mask=m_t[:, None], other=0.0).to(tl.float32), 0)
+        b_l = b_l * b_alpha + tl.sum(b_p, 0)
+        b_m = b_m_new
+    tl.store(o + (i_b * H + i_h) * D + o_d, (b_acc / b_l).to(o.dtype.element_ty))
+
+
+def paged_decode(q, k_cache, v_cache, page_table, seq_lens):
+    B, H, D = q.shape
+    o = torch.empty_like(q)
+    paged_decode_fwd_kernel[(B, H)](
+        q, k_cache, v_cache, page_table, seq_lens, o, D**-0.5, page_table.shape[1],
+        H=H, HKV=k_cache.shape[2], D=D, PAGE=k_cache.shape[1],
+    )
+    return o
+'''
+
+class SplitKvLseMerge(KernelCodemod):
+    PATTERN = "split_kv_lse_merge"
+    DESCRIPTION = "split each program's KV loop across programs and merge the partials by log-sum-exp"
+    REFUSES = [
+        (_WRITES_LSE, r"decode_fwd_kernel already has an lse parameter"),
+        (_ADVANCING, r"p_k, p_v are carried across iterations of the KV loop"),
+        (_NOT_SOFTMAX, r"no online-softmax running max"),
+        (_AUTOTUNED, r"BT is chosen by @triton.autotune"),
+        ("def f():\n    return 1\n", "no Triton kernel"),
+    ]
+    ACCEPTS = [_GQA_NOSPLIT, _EXP2_PAGED, _PAGE_WALK]
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def end_line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).end.line
+
+    # -- planning ----------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        k = self.kernel
+        if k is None:
+            self.refuse("the file has no Triton kernel")
+        fixed = self.params["num_splits"]
+        if fixed != "auto" and not (fixed.isdigit() and int(fixed) >= 1):
+            self.refuse(f"--param num_splits={fixed}: 'auto' or a positive number of splits")
+        self.fixed = None if fixed == "auto" else int(fixed)
+        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
+        if fn is None:
+            self.refuse(f"{k.name} is not a top-level function of the file")
+        if any(re.fullmatch(r"(?i).*lse.*", p.name) for p in k.params):
+            self.refuse(f"{k.name} already has an lse parameter: it writes a log-sum-exp output of its own, merge it by hand")
+        self.edits: dict[cst.CSTNode, object] = {}
+        self.fn = fn
+        self.module_code = node.code
+        self._plan_kernel(fn)
+        taken = {p.name for p in k.params} | set(k.assigns)
+        clash = [n for n in NEW_KERNEL_NAMES if n in taken]
+        if clash:
+            self.refuse(f"{k.name} already uses the name {clash[0]}")
+        if len(k.launches) != 1:
+            self.refuse(f"{k.name} is launched {len(k.launches)}× in this file: the rewrite needs its one launcher")
+        hosts = {s.name.value: s for s in node.body if isinstance(s, cst.FunctionDef)}
+        la = k.launches[0]
+        if la.function not in hosts:
+            self.refuse(f"the launch on line {la.line} is not in a top-level function")
+        self.host = hosts[la.function]
+        self._plan_launch(self.host, la.line)
+        self.need_sms = self.fixed is None and "_num_sms" not in hosts
+        if self.facts.imports.get("torch") != "torch":
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+
+    def _plan_kernel(self, fn: cst.FunctionDef) -> None:
+        k = self.kernel
+        body = list(fn.body.body)
+        # the KV loop: a top-level `for x in range(0, L, BLOCK)` with a running max and exp
+        loops = []
+        for i, s in enumerate(body):
+            if isinstance(s, cst.For) and m.matches(s.iter, m.Call(func=m.Name("range") | m.Attribute(value=m.Name("tl"), attr=m.Name("range")))):
+                inner = {c.name for c in k.calls if self.line(s) in c.loops}
+                if inner & {"tl.exp", "tl.exp2"} and inner & {"tl.max", "tl.maximum"}:
+                    loops.append(i)
+        if len(loops) != 1:
+            self.refuse(f"no online-softmax running max: expected one top-level KV loop calling tl.max and tl.exp/tl.exp2, found {len(loops)}")
+        li = loops[0]
+        loop: cst.For = body[li]  # type: ignore[assignment]
+        self.loop_line = self.line(loop)
+        lp = next(x for x in k.loops if x.line == self.loop_line)
+        args = [a for a in loop.iter.args if a.keyword is None]  # type: ignore[attr-defined]
+        step = args[2].value if len(args) == 3 else None
+        if len(args) == 1:  # range(NT): a loop over tiles
+            end_arg, self.block = args[0], None
+        elif len(args) >= 2 and m.matches(args[0].value, m.Integer("0")) and (step is None or m.matches(step, m.Integer("1"))):
+            end_arg, self.block = args[1], None
+        elif len(args) == 3 and m.matches(args[0].value, m.Integer("0")) and isinstance(step, cst.Name) and step.value in k.constexprs:
+            end_arg, self.block = args[1], step.value
+        else:
+            self.refuse(f"the KV loop on line {self.loop_line} is neither `range(0, L, BLOCK)` with a constexpr BLOCK nor `range(0, NT)` over tiles")
+        if self.block and k.autotune is not None and any(self.block in cfg or self.block in cfg.get("source", "") for cfg in k.autotune.configs):
+            self.refuse(f"{self.block} is chosen by @triton.autotune: the launcher and the merge need its value")
+        self.bound = _code(end_arg.value)
+        bound_names = _names(end_arg.value)
+        if len(args) == 1:
+            self.edits[loop.iter] = lambda u: u.with_changes(args=[
+                cst.Arg(cst.Name("start"), comma=_comma()), u.args[0].with_changes(value=cst.Name("end")), *u.args[1:]])
+        else:
+            self.edits[loop.iter] = lambda u: u.with_changes(args=[
+                u.args[0].with_changes(value=cst.Name("start")), u.args[1].with_changes(value=cst.Name("end")), *u.args[2:]])
+        # the output store after the loop: acc / l
+        stores = [c for c in k.calls if c.name in _STORES or c.name.startswith("tl.atomic_")]
+        if any(c.via for c in stores):
+            self.refuse(f"a helper of {k.name} stores to memory: only the kernel's own output store can be split")
+        if any(c.line < self.line(loop) or self.loop_line in c.loops for c in stores):
+            self.refuse("the kernel stores before or inside the KV loop: only a final output store can be split")
+        if len(stores) != 1:
+            self.refuse(f"the kernel stores {len(stores)} outputs after the KV loop: only one output (acc / l) can be merged")
+        store_i = next((i for i in range(li + 1, len(body)) if self.line(body[i]) <= stores[0].line <= self.end_line(body[i])), None)
+        store_stmt = body[store_i] if store_i is not None else None
+        if not m.matches(store_stmt, m.SimpleStatementLine(body=[m.Expr(m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("store"))))])):
+            self.refuse(f"line {stores[0].line}: the output store is not a top-level `tl.store(...)` after the KV loop")
+        call: cst.Call = store_stmt.body[0].value  # type: ignore[union-attr,assignment]
+        pos = [a for a in call.args if a.keyword is None]
+        kw = {a.keyword.value: a for a in call.args if a.keyword}
+        ptr, value = pos[0].value if pos else kw["pointer"].value, pos[1].value if len(pos) > 1 else kw["value"].value
+        mask = pos[2] if len(pos) > 2 else kw.get("mask")
+        inner = value
+        store_cast = m.matches(value, m.Call(func=m.Attribute(value=m.BinaryOperation(operator=m.Divide()), attr=m.Name("to"))))
+        if store_cast:
+            inner = value.func.value  # type: ignore[attr-defined]
+        if not m.matches(inner, m.BinaryOperation(left=m.Name(), operator=m.Divide(), right=m.Name())):
+            self.refuse(f"line {stores[0].line}: the stored value `{_code(value)}` is not `acc / l`")
+        self.acc, self.l = inner.left.value, inner.right.value  # type: ignore[attr-defined]
+        # the softmax state: m (-inf), l, acc ([W] zeros), all carried through the loop
+        before = body[:li]
+        inits: dict[str, cst.BaseExpression] = {}
+        for s in before:
+            for a in m.findall(s, m.Assign(targets=[m.AssignTarget()])):
+                tgt, val = a.targets[0].target, a.value  # type: ignore[attr-defined]
+                pairs = zip(tgt.elements, val.elements) if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple) else [(tgt, val)]
+                for t, v in pairs:
+                    t, v = _unwrap(t), _unwrap(v)
+                    if isinstance(t, cst.Name):
+                        inits[t.value] = v
+        carried = [n for n in _carried(loop) if n in inits and n in lp.assigned]
+        maxes = [n for n in carried if _NEG_INF.search(_code(inits[n]))]
+        if len(maxes) != 1:
+            self.refuse(f"no online-softmax running max: {'no' if not maxes else 'several'} loop-carried value initialised to -inf")
+        self.m = maxes[0]
+        other = sorted(set(carried) - {self.m, self.l, self.acc})
+        if other:
+            self.refuse(f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} carried across iterations of the KV loop "
+                        "besides the softmax state: a split would have to start them at its own offset")
+        if self.l not in carried or self.acc not in carried:
+            self.refuse(f"{self.acc} / {self.l} is not the loop's running accumulator over its running sum")
+        zeros = inits[self.acc]
+        if not m.matches(zeros, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("zeros")), args=[m.Arg(m.List(elements=[m.Element()])), m.ZeroOrMore()])):
+            self.refuse(f"the accumulator {self.acc} is not a [W] vector (`{_code(zeros)}`)")
+        width = zeros.args[0].value.elements[0].value  # type: ignore[attr-defined]
+        if not isinstance(width, (cst.Name, cst.Integer)) or (isinstance(width, cst.Name) and width.value not in k.constexprs):
+            self.refuse(f"the accumulator width `{_code(width)}` is not a constexpr parameter or a number")
+        self.width = _code(width)
+        exps = {c.name for c in k.calls if self.loop_line in c.loops and c.name in ("tl.exp", "tl.exp2")}
+        if len(exps) != 1:
+            self.refuse("the KV loop mixes tl.exp and tl.exp2: cannot tell the base of its log-sum-exp")
+        self.exp, self.log = ("tl.exp2", "tl.log2") if exps == {"tl.exp2"} else ("tl.exp", "tl.log")
+        # the output parameter: the store's only pointer parameter, used nowhere else
+        out = sorted(_bases(ptr, {p.name for p in k.params if not p.constexpr}, k.assigns))
+        if len(out) != 1:
+            self.refuse(f"line {stores[0].line}: cannot tell the output pointer of the store (`{_code(ptr)}`)")
+        self.out = out[0]
+        uses = [n for n in m.findall(fn.body, m.Name(self.out)) if not (self.line(store_stmt) <= self.line(n) <= self.end_line(store_stmt))]
+        if uses:
+            self.refuse(f"the output {self.out} is used outside its store (line {self.line(uses[0])})")
+        # program ids: one variable per axis
+        axes: dict[int, tuple[cst.SimpleStatementLine, str, bool]] = {}
+        for s in body:
+            if not m.matches(s, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget()])])):
+                continue
+            tgt, val = s.body[0].targets[0].target, s.body[0].value  # type: ignore[attr-defined]
+            pairs = list(zip(tgt.elements, val.elements)) if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple) else [(tgt, val)]
+            for t, v in pairs:
+                t, v = _unwrap(t), _unwrap(v)
+                p = _pid(v)
+                if p is not None and isinstance(t, cst.Name):
+                    axes[p[0]] = (s, t.value, p[1])
+        used = {c.args[0] for c in k.calls_named("tl.program_id") if c.args}
+        if len(used) >= 3:
+            self.refuse(f"{k.name} already uses 3 program_id axes: no axis left for the KV splits")
+        if set(axes) != set(range(len(used))) or {str(a) for a in axes} != used:
+            self.refuse(f"{k.name} does not bind each program_id axis to a variable (`i_b = tl.program_id(0)`)")
+        self.pids = [axes[a][1] for a in sorted(axes)]
+        last_stmt, _, cast = axes[len(axes) - 1]
+        self.edits[last_stmt] = lambda u, a=len(axes), c=cast: _append_pid(u, a, c)
+        stems = [p[2:] for p in self.pids if p.startswith("i_")]
+        self.row = f"i_{''.join(stems)}s" if len(stems) == len(self.pids) else "i_part"
+        if self.row in k.assigns or any(p.name == self.row for p in k.params):
+            self.refuse(f"{k.name} already uses the name {self.row}")
+        self.store_stmt = store_stmt
+        self.mask = mask
+        # the merge's prologue: statements the output store, its mask and L need
+        wanted = _names(ptr) | (_names(mask.value) if mask else set()) | bound_names | set(self.pids)
+        if store_cast:
+            wanted |= _names(value.args[0].value)  # type: ignore[attr-defined]
+        cols = [n for n in _names(ptr) if n in k.assigns and re.fullmatch(rf"tl\.arange\(0,\s*{re.escape(self.width)}\)", k.assigns[n][1])]
+        self.col = cols[0] if len(cols) == 1 else f"tl.arange(0, {self.width})"
+        prologue = []
+        for s in reversed([s for i, s in enumerate(body) if i not in (li, store_i)]):
+            if _bound(s) & wanted:
+                if not m.matches(s, m.SimpleStatementLine(body=[m.Assign() | m.AugAssign()])):
+                    self.refuse(f"line {self.line(s)}: the merge needs `{_code(s)[:40]}`, which is not a plain assignment")
+                prologue.insert(0, s)
+                wanted |= _names(s)
+        if wanted & {self.m, self.l, self.acc}:
+            self.refuse("the output store depends on the softmax state beyond acc / l")
+        self.prologue = prologue
+        # the split's range goes after the statements the merge shares (program ids, offsets, L):
+        # the work after them runs only for a non-empty split
+        at = max(body.index(s) for s in [last_stmt, *prologue] if body.index(s) < li)
+        self.split_at = at + 1
+        params = {p.name: p for p in k.params}
+        reads = wanted | _names(ptr) | {self.block or ""} | ({self.width} if self.width in params else set())
+        self.merge_params = [p for p in k.params if p.name in reads]
+        taken = {p.name for p in self.merge_params} | {n for s in prologue for n in _bound(s)}
+        self.m_new = f"{self.m}_new"
+        clash = [n for n in (*NEW_MERGE_NAMES, self.m_new) if n in taken]
+        if clash:
+            self.refuse(f"the merge kernel would reuse the name {clash[0]}")
+        # kernel edits
+        pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
+        self.param_comma = _param_separator(fn, self.module_code, pos, "NUM_SPLITS: tl.constexpr")
+        self.edits[fn.params] = self._kernel_params
+        self.edits[fn.body] = self._wrap_body
+        self.edits[store_stmt] = self._partial_store
+
+    def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
+        k = self.kernel
+        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
+        if call is None:  # pragma: no cover - facts and tree agree on lines
+            self.refuse(f"cannot find the launch on line {line}")
+        stmts = list(host.body.body)
+        launch_stmt = next(s for s in stmts if self.line(s) <= line <= self.end_line(s))
+        if not m.matches(launch_stmt, m.SimpleStatementLine(body=[m.Expr(m.Call())])):
+            self.refuse(f"the launch on line {line} is not a statement of its own at the top of {host.name.value}")
+        locals_ = set(self.facts.host_assigns.get(host.name.value, {})) | {p.name.value for p in host.params.params}
+        clash = [n for n in NEW_HOST_NAMES if n in locals_]
+        if clash:
+            self.refuse(f"{host.name.value} already uses the name {clash[0]}")
+        grid = call.func.slice[0].slice.value  # type: ignore[union-attr]
+        grid_node = grid
+        if isinstance(grid, cst.Name):
+            found = [a for s in stmts for a in m.findall(s, m.Assign(targets=[m.AssignTarget(m.Name(grid.value))]))]
+            if len(found) != 1:
+                self.refuse(f"the grid `{grid.value}` is not assigned once in {host.name.value}")
+            grid_node = found[0].value  # type: ignore[attr-defined]
+        if isinstance(grid_node, cst.Lambda):
+            self.refuse(f"the grid of line {line} is a callable: the split count must be known to size the partial buffers")
+        if not isinstance(grid_node, cst.Tuple) or len(grid_node.elements) != len(self.pids):
+            self.refuse(f"the grid of line {line} (`{_code(grid_node)}`) is not a tuple with one element per program axis")
+        self.grid_text = _code(grid_node)
+        grid_elems = [_code(e.value) for e in grid_node.elements]
+        self.programs = " * ".join(_factor(e.value) for e in grid_node.elements)
+        self.edits[grid_node] = lambda u: u.with_changes(elements=[
+            *[e.with_changes(comma=_comma()) for e in u.elements], cst.Element(cst.Name("num_splits"))])
+        # host value of every kernel parameter
+        names = [p.name for p in k.params]
+        positional = [a for a in call.args if a.keyword is None]
+        self.host_value: dict[str, cst.Arg] = {}
+        for i, a in enumerate(positional):
+            if i < len(names):
+                self.host_value[names[i]] = a
+        for a in call.args:
+            if a.keyword is not None:
+                self.host_value[a.keyword.value] = a
+        missing = [p.name for p in self.merge_params if p.name not in self.host_value and p.default is None]
+        if missing or self.out not in self.host_value:
+            self.refuse(f"the launch on line {line} does not pass {', '.join(missing or [self.out])}")
+        # the extent of axis 1 inside the kernel: a parameter passed the same grid element, else tl.num_programs
+        if len(self.pids) == 2:
+            same = [p for p in names if p in self.host_value and _code(self.host_value[p].value) == grid_elems[1]]
+            self.extent1 = same[0] if same else "tl.num_programs(1)"
+            if self.extent1 not in [p.name for p in self.merge_params] and same:
+                self.merge_params = [p for p in k.params if p.name in {x.name for x in self.merge_params} | {self.extent1}]
+        # constexprs the merge shares get host names
+        hoisted = []
+        for p in self.merge_params:
+            arg = self.host_value.get(p.name)
+            if p.constexpr and arg is not None and not isinstance(arg.value, cst.Name):
+                if p.name in locals_:
+                    self.refuse(f"{host.name.value} already has a variable {p.name}, but passes {p.name}={_code(arg.value)}")
+                hoisted.append((p.name, _code(arg.value)))
+        self.hoisted = dict(hoisted)
+        if self.width in self.host_value and self.width not in self.hoisted and not isinstance(self.host_value[self.width].value, cst.Name):
+            self.hoisted[self.width] = _code(self.host_value[self.width].value)
+        out_arg = self.host_value[self.out]
+        self.out_index = next(i for i, a in enumerate(call.args) if a is out_arg)
+        device = _code(out_arg.value) if isinstance(out_arg.value, cst.Name) else next(
+            (a.value.value for a in positional if isinstance(a.value, cst.Name) and a.value.value in {p.name.value for p in host.params.params}), None)
+        if device is None:
+            self.refuse(f"the launch on line {line} passes no tensor to read the device from")
+        self.device = f"{device}.device"
+        cap = None
+        if re.fullmatch(r"\w+", self.bound) and self.bound in names and self.bound not in k.constexprs:
+            cap_arg = self.host_value.get(self.bound)
+            cap = _code(cap_arg.value) if cap_arg is not None else None
+        host_width = self._host(self.width)
+        block = _render("launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"],
+                        device=self.device, programs=self.programs, programs_text=self.programs.replace(" ", ""),
+                        cap=cap, block=self._host(self.block) if self.block else None, grid=", ".join(grid_elems), width=host_width)
+        merge_args = ["o_part", "lse"]
+        merge_kwargs = []
+        for p in self.merge_params:
+            if p.name not in self.host_value:
+                continue
+            value = p.name if p.name in self.hoisted else _code(self.host_value[p.name].value)
+            if p.constexpr:
+                merge_kwargs.append(f"{p.name}={value}")
+            else:
+                merge_args.append(value)
+        merge_kwargs.append("NUM_SPLITS=num_splits")
+        self.merge_name = _merge_name(k.name)
+        if self.merge_name in {f.name for f in self.facts.kernels} | set(self.facts.host_functions):
+            self.refuse(f"the file already defines {self.merge_name}")
+        launch = _render("merge_launch.py.j2", name=self.merge_name, grid=self.grid_text, args=merge_args + merge_kwargs)
+        self.edits[launch_stmt] = lambda u, b=block, after=launch: cst.FlattenSentinel([*b, u, *after])
+        self.edits[call] = self._launch_args
+
+    def _host(self, name: str) -> str:
+        """A kernel parameter's value on the host, as text."""
+        if name in self.hoisted or name not in self.host_value:
+            return name
+        return _code(self.host_value[name].value)
+
+    # -- kernel edits ------------------------------------------------------------------
+    def _kernel_params(self, u: cst.Parameters) -> cst.Parameters:
+        items = []
+        for p in u.params:
+            if p.name.value == self.out:
+                items.append(p.with_changes(name=cst.Name("o_part"), comma=_comma()))
+                items.append(p.with_changes(name=cst.Name("lse")))
+            else:
+                items.append(p)
+        last = items[-1]
+        items[-1] = last.with_changes(comma=self.param_comma)
+        items.append(cst.Param(cst.Name("NUM_SPLITS"), annotation=cst.Annotation(cst.parse_expression("tl.constexpr"),
+                                                                                  whitespace_before_indicator=cst.SimpleWhitespace("")),
+                               comma=last.comma))
+        return u.with_changes(params=items)
+
+    def _wrap_body(self, u: cst.IndentedBlock) -> cst.IndentedBlock:
+        body = list(u.body)
+        head, rest = body[:self.split_at], body[self.split_at:]
+        split = _render("kernel_split.py.j2", bound=self.bound, block=self.block)
+        rest[0] = rest[0].with_changes(leading_lines=[ln for ln in rest[0].leading_lines if ln.comment is not None])
+        guard = cst.If(test=cst.parse_expression("end > start"), body=cst.IndentedBlock(rest))
+        return u.with_changes(body=[*head, *split, guard])
+
+    def _partial_store(self, u: cst.SimpleStatementLine):
+        mask = f", mask={_code(self.mask.value)}" if self.mask is not None else ""
+        stmts = _render("kernel_store.py.j2", row=self.row, row_expr=self._row_expr(), width=self.width, col=self.col,
+                        acc=self.acc, l=self.l, m=self.m, log=self.log, mask=mask)
+        stmts[0] = stmts[0].with_changes(leading_lines=u.leading_lines)
+        return cst.FlattenSentinel(stmts)
+
+    def _row_expr(self) -> str:
+        if len(self.pids) == 1:
+            return f"{self.pids[0]} * NUM_SPLITS + i_s"
+        return f"({self.pids[0]} * {self.extent1} + {self.pids[1]}) * NUM_SPLITS + i_s"
+
+    def _launch_args(self, u: cst.Call) -> cst.Call:
+        args = []
+        options = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+        for i, a in enumerate(u.args):
+            key = a.keyword.value if a.keyword else None
+            if i == self.out_index:
+                if key:
+                    args += [_kwarg("o_part", "o_part", _comma()), _kwarg("lse", "lse", a.comma)]
+                else:
+                    args += [a.with_changes(value=cst.Name("o_part"), comma=_comma()), a.with_changes(value=cst.Name("lse"))]
+            elif key in self.hoisted:
+                args.append(a.with_changes(value=cst.Name(key)))
+            else:
+                args.append(a)
+        at = next((i for i, a in enumerate(args) if a.keyword and a.keyword.value in options), len(args))
+        if at == len(args):
+            last = args[-1]
+            args[-1] = last.with_changes(comma=_comma(), whitespace_after_arg=cst.SimpleWhitespace(""))
+            args.append(_kwarg("NUM_SPLITS", "num_splits", last.comma).with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        else:
+            args.insert(at, _kwarg("NUM_SPLITS", "num_splits", _comma()))
+        return u.with_changes(args=args)
+
+    # -- module: the merge kernel after the kernel, _num_sms before the launcher ----------
+    def _merge_kernel(self) -> cst.FunctionDef:
+        runtime = ["o_part", "lse", *[p.name for p in self.merge_params if not p.constexpr]]
+        constexprs = [f"{p.name}: {p.annotation}" + (f" = {p.default}" if p.default else "") for p in self.merge_params if p.constexpr]
+        mask = f", mask={_code(self.mask.value)}, other=0" if self.mask is not None else ""
+        text = _env().get_template("merge_kernel.py.j2").render(
+            name=self.merge_name, kernel=self.kernel.name, runtime=runtime, constexprs=[*constexprs, "NUM_SPLITS: tl.constexpr"],
+            bound=self.bound, block=self.block, m=self.m, l=self.l, acc=self.acc, width=self.width, row=self.row,
+            row_expr=self._row_expr(), m_new=self.m_new, exp=self.exp, col=self.col, load_mask=mask)
+        merge: cst.FunctionDef = cst.parse_module(text).body[0]  # type: ignore[assignment]
+        body = []
+        for s in merge.body.body:
+            if m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.Name("PROLOGUE"))])):
+                body += [copy.deepcopy(p).with_changes(leading_lines=[]) for p in self.prologue]
+            elif m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.Name("STORE"))])):
+                body.append(copy.deepcopy(self.store_stmt).with_changes(leading_lines=[]))
+            else:
+                body.append(s)
+        return merge.with_changes(body=merge.body.with_changes(body=body), leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body = list(updated.body)
+        at = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == self.kernel.name)
+        body.insert(at + 1, self._merge_kernel())
+        if self.need_sms:
+            h = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == self.host.name.value)
+            helper = _render("num_sms.py.j2")[0]
+            body.insert(h, helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        return updated.with_changes(body=body)
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        updated = super().on_leave(original, updated)
+        edit = self.edits.get(original)
+        return edit(updated) if edit is not None else updated  # type: ignore[operator]
+
+
+def _param_separator(fn: cst.FunctionDef, source: str, positions, added: str, width: int = 120):
+    """The comma after the signature's last parameter before `added`: on the same line while it fits in
+    `width` columns, else a line break indented like that line's first parameter."""
+    params = list(fn.params.params)
+    last = params[-1]
+    line = positions(last).end.line
+    text = source.splitlines()[line - 1]
+    if len(text.rstrip()) + len(added) + 2 <= width:
+        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    col = min(positions(p).start.column for p in params if positions(p).start.line == line)
+    return cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=False, last_line=cst.SimpleWhitespace(" " * col)))
+
+
+def _bases(expr: cst.BaseExpression, pointers: set[str], assigns: dict, seen: frozenset = frozenset()) -> set[str]:
+    """Pointer parameters an address is based on: the terms of its sums (not of its products), through assignments."""
+    if isinstance(expr, cst.Name):
+        if expr.value in pointers:
+            return {expr.value}
+        if expr.value in assigns and expr.value not in seen:
+            return _bases(cst.parse_expression(assigns[expr.value][1]), pointers, assigns, seen | {expr.value})
+        return set()
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        return _bases(expr.left, pointers, assigns, seen) | _bases(expr.right, pointers, assigns, seen)
+    if isinstance(expr, (cst.Subscript, cst.Attribute)):
+        return _bases(expr.value, pointers, assigns, seen)
+    return set()
+
+
+def _carried(loop: cst.For) -> list[str]:
+    """Names the loop body reads before it (re)assigns them: values carried from one iteration to the next."""
+    first: dict[str, bool] = {}  # name -> read at its first mention
+    for stmt in loop.body.body:
+        if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign()])):
+            a = stmt.body[0]  # type: ignore[attr-defined]
+            reads, binds = _names(a.value), _names(a.targets[0].target)  # type: ignore[attr-defined]
+        else:
+            reads, binds = _names(stmt), set()
+        for n in reads:
+            first.setdefault(n, True)
+        for n in binds:
+            first.setdefault(n, False)
+    target = _names(loop.target)
+    return [n for n, read in first.items() if read and n not in target]
+
+
+def _merge_name(kernel: str) -> str:
+    stem = re.sub(r"(_fwd)?(_kernel)?$", "", kernel)
+    return f"{stem}_merge_kernel"
+
+
+def _append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool) -> cst.SimpleStatementLine:
+    """`i_b, i_h = pid(0), pid(1)` -> `i_b, i_h, i_s = pid(0), pid(1), pid(2)`."""
+    assign = stmt.body[0]
+    tgt, val = assign.targets[0].target, assign.value  # type: ignore[attr-defined]
+    new = cst.parse_expression(f"tl.program_id({axis}).to(tl.int64)" if cast else f"tl.program_id({axis})")
+    if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple):
+        tgt = tgt.with_changes(elements=[*[e.with_changes(comma=_comma()) for e in tgt.elements], cst.Element(cst.Name("i_s"))])
+        val = val.with_changes(elements=[*[e.with_changes(comma=_comma()) for e in val.elements], cst.Element(new)])
+    else:
+        tgt = cst.Tuple([cst.Element(tgt, comma=_comma()), cst.Element(cst.Name("i_s"))], lpar=[], rpar=[])
+        val = cst.Tuple([cst.Element(val, comma=_comma()), cst.Element(new)], lpar=[], rpar=[])
+    return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=tgt)], value=val)])  # type: ignore[attr-defined]

@@ -1,0 +1,515 @@
+"""Split V across programs when one program per head under-fills the GPU.
+
+Kernel: a tile program axis is added after the existing ones (`i_v =
+tl.program_id(n)`: last, so the x axis keeps its 2^31 limit for B*H and no axis
+is renumbered) and the V offset `o_v = tl.arange(0, BV)` becomes
+`i_v * BV + tl.arange(0, BV)`. A kernel that covers V with `tl.arange(0, V)`
+gains a `BV: tl.constexpr` parameter for the tile. Launcher: a generated block
+(template launcher.py.j2) halves BV, from next_power_of_2(V), while the grid's
+programs times cdiv(V, BV) are fewer than the SM count, down to `min_bv` (or
+fixes BV at `block`); the grid gains `triton.cdiv(V, BV)` as its last axis, and
+`_num_sms` (template num_sms.py.j2) is added unless the file has one. A literal
+num_warps becomes 1 for tiles of 16 or less.
+
+Refuses: V columns that are not independent (a reduction or tl.dot over the V
+tile), a grid that already has three axes or is a callable, a BV chosen by the
+autotuner, a V tile used inline more than once, no V tile to split.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jinja2
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
+
+from patterns.rewriter.base import KernelCodemod
+
+BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
+V_NAMES = ("V", "DV")  # kernels that cover V whole: o_v = tl.arange(0, V)
+REDUCTIONS = {"tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin", "tl.cumsum", "tl.cumprod", "tl.associative_scan", "tl.xor_sum"}
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_underfilled_grid"
+TILE = "i_v"
+
+
+def _render(name: str, **values) -> list[cst.BaseStatement]:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    module = cst.parse_module(env.get_template(name).render(**values))
+    body = list(module.body)
+    body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
+    return body
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def _arange(block: str) -> m.Call:
+    return m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("arange")), args=[m.Arg(m.Integer("0")), m.Arg(m.Name(block))])
+
+
+def _pid(expr: cst.BaseExpression) -> tuple[int, bool] | None:
+    """(axis, cast to int64) for `tl.program_id(a)` or `tl.program_id(a).to(tl.int64)`."""
+    cast = m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("to"))))
+    if cast:
+        expr = expr.func.value  # type: ignore[union-attr]
+    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(m.Integer())])):
+        return int(expr.args[0].value.value), cast  # type: ignore[union-attr]
+    return None
+
+
+def _factor(node: cst.BaseExpression) -> str:
+    """A grid element as a factor of a product."""
+    atomic = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer))
+    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+    return _code(node) if atomic or product else f"({_code(node)})"
+
+
+def _host_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
+    """name -> [(top-level statement, the expression assigned to it)] in the launcher body."""
+    out: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
+    for stmt in host.body.body:
+        for assign in m.findall(stmt, m.Assign() | m.AugAssign()):
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[attr-defined]
+            val = assign.value  # type: ignore[attr-defined]
+            for tgt in targets:
+                if isinstance(tgt, cst.Name):
+                    out.setdefault(tgt.value, []).append((stmt, val))
+                elif isinstance(tgt, cst.Tuple):
+                    same = isinstance(val, cst.Tuple) and len(val.elements) == len(tgt.elements)
+                    for i, el in enumerate(tgt.elements):
+                        if isinstance(el.value, cst.Name):
+                            out.setdefault(el.value.value, []).append((stmt, val.elements[i].value if same else val))  # type: ignore[union-attr]
+    return out
+
+
+def _kwarg(name: str, value: str, comma: cst.Comma | None = None) -> cst.Arg:
+    return cst.Arg(cst.parse_expression(value), keyword=cst.Name(name), comma=comma or cst.MaybeSentinel.DEFAULT,
+                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+
+
+_OUTPUT_NORM = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gdn_decode_norm_kernel(q, k, v, h, w, o, eps, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
+    i_nh = tl.program_id(0).to(tl.int64)
+    o_k = tl.arange(0, K)
+    o_v = tl.arange(0, BV)
+    m_v = o_v < V
+    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
+    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
+    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
+    tl.store(p_h, b_h, mask=m_v[None, :])
+    b_o = tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0)
+    # gated RMSNorm of the output over V: needs every V column in this program
+    b_o = b_o * tl.rsqrt(tl.sum(b_o * b_o) / V + eps) * tl.load(w + o_v, mask=m_v, other=0)
+    tl.store(o + i_nh * V + o_v, b_o, mask=m_v)
+
+
+def gdn_decode_norm(q, k, v, h, w, eps=1e-6):
+    B, H, K = q.shape
+    V = v.shape[-1]
+    o = torch.empty_like(v)
+    gdn_decode_norm_kernel[(B * H,)](q, k, v, h, w, o, eps, K=K, V=V, BV=triton.next_power_of_2(V))
+    return o
+'''
+
+_THREE_AXES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def chunk_state_kernel(k, v, h, NT, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr):
+    i_b, i_h, i_t = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)
+    o_k = tl.arange(0, K)
+    o_v = tl.arange(0, BV)
+    o_t = i_t * BT + tl.arange(0, BT)
+    m_v = o_v < V
+    b_k = tl.load(k + ((i_b * NT * BT + o_t[:, None]) * K + o_k[None, :]))
+    b_v = tl.load(v + ((i_b * NT * BT + o_t[:, None]) * V + o_v[None, :]), mask=m_v[None, :], other=0)
+    tl.store(h + (((i_b * tl.num_programs(1) + i_h) * NT + i_t) * K + o_k[:, None]) * V + o_v[None, :], tl.dot(tl.trans(b_k), b_v), mask=m_v[None, :])
+
+
+def chunk_state(k, v, BT=16):
+    B, H, T, K = k.shape
+    V = v.shape[-1]
+    NT = T // BT
+    h = torch.empty(B, H, NT, K, V, device=k.device)
+    chunk_state_kernel[(B, H, NT)](k, v, h, NT, K=K, V=V, BT=BT, BV=triton.next_power_of_2(V))
+    return h
+'''
+
+_AUTOTUNED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BV": bv}) for bv in (32, 64, 128)], key=["V"])
+@triton.jit
+def tuned_decode_kernel(q, k, v, h, o, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
+    i_nh = tl.program_id(0).to(tl.int64)
+    o_k = tl.arange(0, K)
+    o_v = tl.arange(0, BV)
+    m_v = o_v < V
+    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
+    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
+    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
+    tl.store(p_h, b_h, mask=m_v[None, :])
+    tl.store(o + i_nh * V + o_v, tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0), mask=m_v)
+
+
+def tuned_decode(q, k, v, h):
+    B, H, K = q.shape
+    o = torch.empty_like(v)
+    tuned_decode_kernel[(B * H,)](q, k, v, h, o, K=K, V=v.shape[-1])
+    return o
+'''
+
+# a decode that covers V whole with tl.arange(0, V): the split adds the BV constexpr
+_WHOLE_V = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def linear_attn_decode_kernel(q, k, v, h, o, scale, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr):
+    i_n, i_hv = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    i_nh = i_n * HV + i_hv
+    o_k = tl.arange(0, K)
+    o_v = tl.arange(0, V)
+    b_q = tl.load(q + i_nh * K + o_k).to(tl.float32) * scale
+    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
+    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
+    # [K, V]
+    b_h = tl.load(p_h) + b_k[:, None] * tl.load(v + i_nh * V + o_v).to(tl.float32)[None, :]
+    tl.store(p_h, b_h)
+    tl.store(o + i_nh * V + o_v, tl.sum(b_h * b_q[:, None], 0).to(o.dtype.element_ty))
+
+
+def linear_attn_decode(q, k, v, h):
+    N, HV, K = q.shape
+    V = v.shape[-1]
+    o = torch.empty_like(v)
+    linear_attn_decode_kernel[(N, HV)](q, k, v, h, o, K**-0.5, HV=HV, K=K, V=V, num_warps=8)
+    return o
+'''
+
+# BLOCK_DV passed inline, the grid in a variable, state laid out [V, K] (SGLang style)
+_VK_LAYOUT = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def vk_decode_kernel(q, k, v, h, o, DV, K: tl.constexpr, BLOCK_DV: tl.constexpr):
+    i_nh = tl.program_id(0).to(tl.int64)
+    o_k = tl.arange(0, K)
+    o_dv = tl.arange(0, BLOCK_DV)
+    m_dv = o_dv < DV
+    b_q = tl.load(q + i_nh * K + o_k).to(tl.float32)
+    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
+    p_h = h + i_nh * DV * K + o_dv[:, None] * K + o_k[None, :]
+    # [BLOCK_DV, K]
+    b_h = tl.load(p_h, mask=m_dv[:, None], other=0)
+    b_v = tl.load(v + i_nh * DV + o_dv, mask=m_dv, other=0) - tl.sum(b_h * b_k[None, :], 1)
+    b_h += b_v[:, None] * b_k[None, :]
+    tl.store(p_h, b_h, mask=m_dv[:, None])
+    tl.store(o + i_nh * DV + o_dv, tl.sum(b_h * b_q[None, :], 1), mask=m_dv)
+
+
+def vk_decode(q, k, v, h):
+    B, H, K = q.shape
+    DV = v.shape[-1]
+    o = torch.empty_like(v)
+    grid = (B * H,)
+    vk_decode_kernel[grid](q, k, v, h, o, DV, K=K, BLOCK_DV=triton.next_power_of_2(DV))
+    return o
+'''
+
+
+class SplitUnderfilledGrid(KernelCodemod):
+    PATTERN = "split_underfilled_grid"
+    DESCRIPTION = "split V across more programs when the grid under-fills the SMs"
+    REFUSES = [
+        (_OUTPUT_NORM, r"line 19: tl.sum over the V tile: V columns are not independent"),
+        (_THREE_AXES, r"chunk_state_kernel already uses 3 program_id axes"),
+        (_AUTOTUNED, r"BV is chosen by @triton.autotune"),
+        ("def f():\n    return 1\n", "no Triton kernel"),
+    ]
+    ACCEPTS = [_WHOLE_V, _VK_LAYOUT]
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def end_line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).end.line
+
+    # -- planning ----------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        k = self.kernel
+        if k is None:
+            self.refuse("the file has no Triton kernel")
+        fixed = self.params["block"]
+        if fixed < 0 or fixed & (fixed - 1):
+            self.refuse(f"--param block={fixed}: a V tile is a power of two (or 0 to choose from the SM count)")
+        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
+        if fn is None:
+            self.refuse(f"{k.name} is not a top-level function of the file")
+        if any(c.via and c.name in ("tl.program_id", "tl.num_programs") for c in k.calls):
+            self.refuse(f"a helper of {k.name} reads program ids: renumbering its axes is not automated")
+        axes = {c.args[0] if c.args else c.kwargs.get("axis", "0") for c in k.calls_named("tl.program_id")}
+        if len(axes) >= 3 or axes - {"0", "1"}:
+            self.refuse(f"{k.name} already uses {len(axes)} program_id axes: no axis left for the V tiles")
+        self.edits: dict[cst.CSTNode, object] = {}
+        self.fn = fn
+        self.module_code = node.code
+        self.axis = len(axes)
+        self._plan_kernel(fn)
+        if not k.launches:
+            self.refuse(f"no launch of {k.name} in this file: the launcher must change with the kernel")
+        hosts = {s.name.value: (i, s) for i, s in enumerate(node.body) if isinstance(s, cst.FunctionDef)}
+        for la in k.launches:
+            if la.function not in hosts:
+                self.refuse(f"the launch on line {la.line} is not in a top-level function")
+            self._plan_launch(hosts[la.function][1], la.line)
+        if "_num_sms" not in hosts and not self.params["block"]:
+            first = min((hosts[la.function] for la in k.launches), key=lambda t: t[0])[1]
+            helper = _render("num_sms.py.j2")
+            self.edits[first] = lambda u, h=helper: cst.FlattenSentinel(
+                [h[0].with_changes(leading_lines=u.leading_lines), u.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])])
+            if self.facts.imports.get("torch") != "torch":
+                AddImportsVisitor.add_needed_import(self.context, "torch")
+
+    def _plan_kernel(self, fn: cst.FunctionDef) -> None:
+        k = self.kernel
+        blocks = [p.name for p in k.params if p.constexpr and p.name in BLOCK_NAMES]
+        if len(blocks) > 1:
+            self.refuse(f"{k.name} has several V block constexprs ({', '.join(blocks)})")
+        if blocks and k.autotune is not None and any(blocks[0] in cfg or blocks[0] in cfg.get("source", "") for cfg in k.autotune.configs):
+            self.refuse(f"{blocks[0]} is chosen by @triton.autotune: the launcher cannot size the split")
+        if blocks and blocks[0] in k.heuristics:
+            self.refuse(f"{blocks[0]} is chosen by @triton.heuristics: the launcher cannot size the split")
+        extents = [blocks[0]] if blocks else [p.name for p in k.params if p.constexpr and p.name in V_NAMES]
+        found = []
+        for extent in extents:
+            uses = m.findall(fn.body, _arange(extent))
+            for stmt in fn.body.body:
+                for assign in m.findall(stmt, m.Assign(targets=[m.AssignTarget(m.Name())], value=_arange(extent))):
+                    found.append((extent, assign.targets[0].target.value, assign.value, len(uses)))  # type: ignore[attr-defined]
+        if len(found) != 1:
+            self.refuse(f"no V tile to split: expected one `o_v = tl.arange(0, {'/'.join(BLOCK_NAMES + V_NAMES)})`, found {len(found)}")
+        extent, self.ov, offset, uses = found[0]
+        if uses != 1:
+            self.refuse(f"tl.arange(0, {extent}) is used {uses}× in {k.name}: only the o_v offset can be tiled")
+        self.block = blocks[0] if blocks else "BV"
+        self.kernel_v = None if blocks else extent  # V covered whole: the kernel gains BV
+        if self.kernel_v is not None:
+            if any(p.name == "BV" for p in k.params):
+                self.refuse(f"{k.name} already has a parameter named BV")
+            shaped = [n for n in m.findall(fn.body, m.List()) if m.findall(n, m.Name(extent))]
+            if shaped:
+                self.refuse(f"line {self.line(shaped[0])}: {extent} sizes a block (`{_code(shaped[0])}`): it would become BV")
+        if TILE in k.assigns or any(p.name == TILE for p in k.params):
+            self.refuse(f"{k.name} already has a variable named {TILE}")
+        # every V column must be computed alone: no reduction or dot across the V tile
+        # which axis of the 2-D tiles V is: o_v[None, :] -> 1, o_v[:, None] -> 0
+        subs = {sub.replace(" ", "") for t in self._texts_with(self.ov) for sub in re.findall(rf"\b{self.ov}\[([^\]]*)\]", t)}
+        axis_of_v = {"None,:": "1", ":,None": "0"}.get(subs.pop()) if len(subs) == 1 else None
+        for c in k.calls:
+            if c.via or self.ov not in c.depends_on:
+                continue
+            if c.name == "tl.dot":
+                self.refuse(f"line {c.line}: tl.dot on values of the V tile: cannot tell whether it contracts over V")
+            if c.name in REDUCTIONS:
+                axis = c.args[1] if len(c.args) > 1 else c.kwargs.get("axis")
+                two_d = c.args and "None" in c.args[0]
+                if axis is None or axis_of_v is None or axis == axis_of_v or not two_d:
+                    self.refuse(f"line {c.line}: {c.name} over the V tile: V columns are not independent, the split would need a merge")
+        self.edits[offset] = lambda u, b=self.block: cst.parse_expression(f"{TILE} * {b} + tl.arange(0, {b})")
+        # the tile index: a new last program axis, next to the highest existing one
+        pid_stmt = None
+        for stmt in fn.body.body:
+            if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget()])])):
+                tgt, val = stmt.body[0].targets[0].target, stmt.body[0].value  # type: ignore[attr-defined]
+                values = [e.value for e in val.elements] if isinstance(val, cst.Tuple) and isinstance(tgt, cst.Tuple) else [val]
+                pids = [_pid(v) for v in values]
+                if any(p and p[0] == self.axis - 1 for p in pids):
+                    pid_stmt, cast = stmt, any(p[1] for p in pids if p)
+                    break
+        if pid_stmt is None:
+            self.refuse(f"{k.name} has no `... = tl.program_id({self.axis - 1})` statement to add the tile index to")
+        self.edits[pid_stmt] = lambda u, c=cast, a=self.axis: _append_pid(u, a, c)
+        if self.kernel_v is not None:
+            pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
+            sep = _param_separator(fn, self.module_code, pos, "BV: tl.constexpr")
+            self.edits[fn.params] = lambda u, c=sep: _add_block_param(u, c)
+
+    def _texts_with(self, name: str) -> list[str]:
+        texts = [expr for _, expr in self.kernel.assigns.values()]
+        texts += [a for c in self.kernel.calls for a in [*c.args, *c.kwargs.values()]]
+        return [t for t in texts if f"{name}[" in t]
+
+    def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
+        k = self.kernel
+        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
+        if call is None:  # pragma: no cover - facts and tree agree on lines
+            self.refuse(f"cannot find the launch on line {line}")
+        stmts = list(host.body.body)
+        launch_at = next(i for i, s in enumerate(stmts) if self.line(s) <= line <= self.end_line(s))
+        assigns = _host_assigns(host)
+        grid = call.func.slice[0].slice.value  # type: ignore[union-attr]
+        grid_at = launch_at
+        if isinstance(grid, cst.Name):
+            found = assigns.get(grid.value, [])
+            if len(found) != 1:
+                self.refuse(f"the grid `{grid.value}` is not assigned once in {host.name.value}")
+            grid_at = stmts.index(found[0][0])
+            grid = found[0][1]
+        if isinstance(grid, cst.Lambda):
+            self.refuse(f"the grid of line {line} is a callable: its size is chosen at launch, not by the launcher")
+        if not isinstance(grid, cst.Tuple) or len(grid.elements) >= 3:
+            self.refuse(f"the grid of line {line} (`{_code(grid)}`) is not a tuple of one or two axes")
+        programs = " * ".join(_factor(e.value) for e in grid.elements)
+        params = [p.name for p in k.params]
+        positional = [a for a in call.args if a.keyword is None]
+
+        def passed(name: str) -> cst.Arg | None:
+            arg = next((a for a in call.args if a.keyword and a.keyword.value == name), None)
+            if arg is None and name in params and params.index(name) < len(positional):
+                arg = positional[params.index(name)]
+            return arg
+
+        # the V extent on the host
+        if self.kernel_v is not None:
+            v_arg = passed(self.kernel_v)
+        else:
+            mask = m.findall(self.fn, m.Comparison(left=m.Name(self.ov), comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name())]))
+            v_arg = passed(mask[0].comparisons[0].comparator.value) if mask else None  # type: ignore[attr-defined]
+        bv_arg = passed(self.block) if self.kernel_v is None else None
+        if self.kernel_v is None and bv_arg is None:
+            self.refuse(f"the launch on line {line} does not pass {self.block}")
+        v = _code(v_arg.value) if v_arg is not None else None
+        if v is None and bv_arg is not None:
+            start = bv_arg.value
+            if isinstance(start, cst.Name) and len(assigns.get(start.value, [])) == 1:
+                start = assigns[start.value][0][1]
+            if m.matches(start, m.Call(func=m.Attribute(value=m.Name("triton"), attr=m.Name("next_power_of_2")))):
+                v = _code(start.args[0].value)  # type: ignore[attr-defined]
+        if v is None:
+            self.refuse(f"cannot tell the V extent at the launch on line {line}: mask the tile with `{self.ov} < V`")
+        device = next((a.value.value for a in positional if isinstance(a.value, cst.Name) and a.value.value in _params(host)), None)
+        if device is None:
+            self.refuse(f"the launch on line {line} passes no tensor argument of {host.name.value} to read the device from")
+        # where the block goes: before the first statement after BV's definition that reads BV
+        assign_bv, bv = None, self.block
+        if bv_arg is not None and isinstance(bv_arg.value, cst.Name) and len(assigns.get(bv_arg.value.value, [])) == 1:
+            bv = bv_arg.value.value
+            defined = stmts.index(assigns[bv][0][0])
+            at = next(i for i in range(defined + 1, len(stmts)) if m.findall(stmts[i], m.Name(bv)) or i == launch_at)
+        else:
+            if self.block in assigns:
+                self.refuse(f"{host.name.value} already assigns {self.block} but passes `{_code(bv_arg.value) if bv_arg else 'nothing'}`")
+            assign_bv = _code(bv_arg.value) if bv_arg is not None else f"triton.next_power_of_2({v})"
+            at = min(grid_at, launch_at)
+            if bv_arg is not None:
+                self.edits[bv_arg] = lambda u, b=self.block: u.with_changes(value=cst.Name(b))
+            else:
+                self._add_launch_kwarg(call, passed(self.kernel_v), self.block)
+        block = _render("launcher.py.j2", bv=bv, assign_bv=assign_bv, block=self.params["block"], min_bv=self.params["min_bv"],
+                        programs=programs, programs_text=programs.replace(" ", ""), v=v, device=f"{device}.device")
+        prev = self.edits.get(stmts[at])
+        self.edits[stmts[at]] = lambda u, b=block, p=prev: cst.FlattenSentinel([*b, *_flat(p(u) if p else u)])
+        self.edits[grid] = lambda u, e=f"triton.cdiv({v}, {bv})": u.with_changes(elements=[
+            *[el.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for el in u.elements],
+            cst.Element(cst.parse_expression(e))])
+        warps = next((a for a in call.args if a.keyword and a.keyword.value == "num_warps"), None)
+        if warps is not None and isinstance(warps.value, cst.Integer):
+            self.edits[warps] = lambda u, b=bv: u.with_changes(value=cst.parse_expression(f"1 if {b} <= 16 else {u.value.value}"))
+
+    def _add_launch_kwarg(self, call: cst.Call, after: cst.Arg | None, name: str) -> None:
+        """`BV=BV` right after the V keyword, else before the launch options (num_warps, ...), else last."""
+        options = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
+        if after is not None and after.keyword is not None:
+            at = call.args.index(after) + 1
+        else:
+            at = next((i for i, a in enumerate(call.args) if a.keyword and a.keyword.value in options), len(call.args))
+
+        def edit(u: cst.Call) -> cst.Call:
+            args = list(u.args)
+            space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            if at == len(args):
+                comma = args[-1].comma
+                args[-1] = args[-1].with_changes(comma=space)
+                args.append(_kwarg(name, name, comma if isinstance(comma, cst.Comma) else None))
+            else:
+                args.insert(at, _kwarg(name, name, space))
+            return u.with_changes(args=args)
+
+        self.edits[call] = edit
+
+    # -- editing -----------------------------------------------------------------------
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        updated = super().on_leave(original, updated)
+        edit = self.edits.get(original)
+        return edit(updated) if edit is not None else updated  # type: ignore[operator]
+
+
+def _params(host: cst.FunctionDef) -> set[str]:
+    return {p.name.value for p in [*host.params.posonly_params, *host.params.params, *host.params.kwonly_params]}
+
+
+def _flat(node) -> list:
+    return list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
+
+
+def _append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool) -> cst.SimpleStatementLine:
+    """`i_nh = pid(0)` -> `i_nh, i_v = pid(0), pid(1)`."""
+    assign = stmt.body[0]
+    tgt, val = assign.targets[0].target, assign.value  # type: ignore[attr-defined]
+    new = cst.parse_expression(f"tl.program_id({axis}).to(tl.int64)" if cast else f"tl.program_id({axis})")
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple):
+        tgt = tgt.with_changes(elements=[*[e.with_changes(comma=space) for e in tgt.elements], cst.Element(cst.Name(TILE))])
+        val = val.with_changes(elements=[*[e.with_changes(comma=space) for e in val.elements], cst.Element(new)])
+    else:
+        tgt = cst.Tuple([cst.Element(tgt, comma=space), cst.Element(cst.Name(TILE))], lpar=[], rpar=[])
+        val = cst.Tuple([cst.Element(val, comma=space), cst.Element(new)], lpar=[], rpar=[])
+    return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=tgt)], value=val)])  # type: ignore[attr-defined]
+
+
+def _add_block_param(params: cst.Parameters, comma: cst.Comma) -> cst.Parameters:
+    """Append `BV: tl.constexpr` after the last parameter."""
+    items = list(params.params)
+    last = items[-1]
+    items[-1] = last.with_changes(comma=comma)
+    items.append(cst.Param(cst.Name("BV"), annotation=cst.Annotation(cst.parse_expression("tl.constexpr"), whitespace_before_indicator=cst.SimpleWhitespace("")),
+                           comma=last.comma))
+    return params.with_changes(params=items)
+
+
+def _param_separator(fn: cst.FunctionDef, source: str, positions, added: str, width: int = 120):
+    """The comma after the signature's last parameter before `added`: on the same line while it fits in
+    `width` columns, else a line break indented like that line's first parameter."""
+    params = list(fn.params.params)
+    last = params[-1]
+    line = positions(last).end.line
+    text = source.splitlines()[line - 1]
+    if len(text.rstrip()) + len(added) + 2 <= width:
+        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    col = min(positions(p).start.column for p in params if positions(p).start.line == line)
+    return cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=False, last_line=cst.SimpleWhitespace(" " * col)))
