@@ -491,16 +491,19 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from patterns.retriever.retrieve import RetrieveError
 
     from patterns.hardware import UnknownGPU
+    from patterns.catalog import CatalogError
     from patterns.rewriter.base import RewriteError
 
-    return (RewriteError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
+    return (RewriteError, CatalogError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
 
 
 def main(argv: list[str] | None = None) -> None:
     # typer handles usage errors itself (exit 2); ours are one line, exit 2, no traceback
     try:
         app(args=argv)
-    except _user_errors() as exc:
+    except Exception as exc:  # SystemExit (typer's normal exit) is not an Exception: no imports on success
+        if not isinstance(exc, _user_errors()):
+            raise
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
 

@@ -86,14 +86,16 @@ class NumpyEncoder:
         self.layers = 1 + max(int(k.split(".")[2]) for k in self.w if k.startswith("encoder.layer."))
         self.heads = 12
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
+    def __call__(self, texts: list[str], max_tokens: int = MAX_TOKENS) -> np.ndarray:
         from threadpoolctl import threadpool_limits
 
-        # a query is a few dozen tokens: BLAS threads cost more to wake than they save
+        # queries are short: BLAS threads cost more to wake than they save;
+        # each text runs alone so none pays for another's padding
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._forward(list(texts))
+            return np.concatenate([self._forward([t], max_tokens) for t in texts]) if texts else np.zeros((0, 384), np.float32)
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _forward(self, texts: list[str], max_tokens: int = MAX_TOKENS) -> np.ndarray:
+        self.tok.enable_truncation(max_tokens)
         enc = self.tok.encode_batch(texts)
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.float32)

@@ -179,11 +179,9 @@ def similarities_many(
     queries: list[str], entries: list[Entry], chroma_url: str | None = None, path: Path | None = None, progress=None
 ) -> list[dict[str, float]]:
     """Cosine similarity of each query to each pattern, from the index (built or refreshed as needed)."""
-    from patterns.retriever.embedding import query_encoder
-
     if not queries:
         return []
-    vecs = query_encoder()(queries)
+    vecs = _encode_queries(queries, path or default_index_dir())
     if chroma_url:
         build_index(entries, chroma_url=chroma_url, progress=progress)
         col = _collection(_client(chroma_url, path or default_index_dir()))
@@ -199,6 +197,34 @@ def similarities_many(
     mat = np.stack([snap[i] for i in ids]) if ids else np.zeros((0, vecs.shape[1]), np.float32)
     scores = vecs @ mat.T
     return [dict(zip(ids, map(float, row))) for row in scores]
+
+
+QUERY_TOKENS = 128  # a kernel's description: its docstring and bottleneck read in the first sentences
+
+
+def _encode_queries(queries: list[str], path: Path) -> np.ndarray:
+    """Embed queries, reusing earlier embeddings of the same text (an unchanged kernel re-queried)."""
+    from patterns.retriever.embedding import query_encoder
+
+    cache = path / "queries"
+    keys = [hashlib.sha256(q.encode()).hexdigest()[:24] for q in queries]
+    out: list[np.ndarray | None] = []
+    for k in keys:
+        try:
+            out.append(np.load(cache / f"{k}.npy", allow_pickle=False))
+        except (OSError, ValueError):
+            out.append(None)
+    missing = sorted({i for i, v in enumerate(out) if v is None or v.shape != (384,)}, key=lambda i: queries[i])
+    if missing:
+        fresh = query_encoder()([queries[i] for i in missing], max_tokens=QUERY_TOKENS)
+        cache.mkdir(parents=True, exist_ok=True)
+        for i, vec in zip(missing, fresh):
+            out[i] = vec
+            fd, tmp = tempfile.mkstemp(dir=cache, suffix=".npy")
+            os.close(fd)
+            np.save(tmp, vec)
+            os.replace(tmp, cache / f"{keys[i]}.npy")
+    return np.stack(out)
 
 
 def similarities(query: str, entries: list[Entry], **kw) -> dict[str, float]:
