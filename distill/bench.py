@@ -1,0 +1,116 @@
+"""Benchmark: distill the three upstream wheels cold (empty facts cache) and warm (unchanged sources).
+
+    python -m patterns.distill.bench [--library DIR] [--jobs N] [--seed-wheels DIR]
+
+The wheels come from the user cache (`pip download --no-deps` once; --seed-wheels
+copies already-downloaded wheels there instead). Each run is a child process:
+wall time is measured around it, peak memory is the child's own maximum RSS
+plus the largest worker's (resource.getrusage, children included).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REQUIREMENTS = ["fla-core==0.6.0", "sglang==0.5.23", "sgl-deep-gemm==0.2.5"]
+
+
+def _child(args: argparse.Namespace) -> None:
+    from patterns.distill.cache import FactsCache
+    from patterns.distill.run import distill
+    from patterns.library import load_library
+
+    entries = load_library(Path(args.library) if args.library else None)
+    t = time.perf_counter()
+    result = distill(args.sources, entries, FactsCache(root=Path(args.facts)), jobs=args.jobs)
+    seconds = time.perf_counter() - t
+    r = result.report
+    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(json.dumps({
+        "seconds": seconds, "self_mb": self_kb / 1024, "workers_mb": kids_kb / 1024,
+        "files": sum(p.files_scanned for p in r.projects), "extracted": sum(p.files_extracted for p in r.projects),
+        "cached": r.cache_hits, "kernels": sum(p.kernels for p in r.projects), "native": sum(p.native_functions for p in r.projects),
+        "hits": len(result.detections.hits), "drafts": len(result.drafts),
+        "per_project": {p.project: {"seconds": p.seconds, "detections": p.detections, "skipped": p.skipped} for p in r.projects},
+    }))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m patterns.distill.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--library", default=None, help="library folder (default: the bundled one)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--seed-wheels", default=None, help="folder with already-downloaded wheels to copy into the user cache")
+    ap.add_argument("--facts-dir", default=None, help="facts cache to use (emptied first) and keep afterwards; default: a temporary one")
+    ap.add_argument("--runs", default="cold,warm", help="runs in order, e.g. 'cold,warm' or 'warm,warm' (keeps --facts-dir)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--facts", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("sources", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args)
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from patterns.distill.sources import cache_dir, download
+
+    console = Console()
+    if args.seed_wheels:
+        dest = cache_dir() / "upstream"
+        dest.mkdir(parents=True, exist_ok=True)
+        for whl in Path(args.seed_wheels).glob("*.whl"):
+            if not (dest / whl.name).exists():
+                shutil.copy2(whl, dest / whl.name)
+    wheels = [str(download(req)) for req in REQUIREMENTS]
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    if args.facts_dir:
+        facts = Path(args.facts_dir)
+        if "cold" in runs:
+            shutil.rmtree(facts, ignore_errors=True)
+        facts.mkdir(parents=True, exist_ok=True)
+    else:
+        facts = Path(tempfile.mkdtemp(prefix="patterns-bench-facts-"))
+    rows = []
+    try:
+        for label in runs:
+            cmd = [sys.executable, "-m", "patterns.distill.bench", "--child", "--facts", str(facts), "--jobs", str(args.jobs)]
+            if args.library:
+                cmd += ["--library", args.library]
+            t = time.perf_counter()
+            proc = subprocess.run([*cmd, *wheels], capture_output=True, text=True)
+            wall = time.perf_counter() - t
+            if proc.returncode != 0:
+                console.print(proc.stderr[-2000:], markup=False)
+                raise SystemExit(f"{label} run failed (exit {proc.returncode})")
+            data = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows.append((label, wall, data))
+    finally:
+        if not args.facts_dir:
+            shutil.rmtree(facts, ignore_errors=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    table = Table(title=f"patterns distill: {', '.join(REQUIREMENTS)} ({os.cpu_count()} cores, {args.jobs} jobs, load {load:.1f})", title_justify="left")
+    for col in ("run", "wall s", "peak RSS MB (main + worker)", "files", "extracted", "from cache", "kernels", "native fns", "locations", "drafts"):
+        table.add_column(col, justify="right" if col != "run" else "left")
+    for label, wall, d in rows:
+        table.add_row(label, f"{wall:.1f}", f"{d['self_mb']:.0f} + {d['workers_mb']:.0f} = {d['self_mb'] + d['workers_mb']:.0f}", str(d["files"]),
+                      str(d["extracted"]), str(d["cached"]), str(d["kernels"]), str(d["native"]), str(d["hits"]), str(d["drafts"]))
+    console.print(table)
+    for label, wall, d in rows:
+        limit = 60.0 if label == "cold" else 5.0
+        peak = d["self_mb"] + d["workers_mb"]
+        ok = wall < limit and peak < 2048
+        console.print(f"{label}: {wall:.1f} s (target < {limit:.0f} s), peak {peak:.0f} MB (target < 2048 MB): {'OK' if ok else 'OVER'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Detection as data: every library pattern's `present_when`, run over all upstream facts.
+
+Subjects are what patterns.library.present() evaluates -- each kernel of a
+Python file, and the file itself -- plus, for native files, each C++/CUDA
+function alone (so a hit names the function) and then the whole file. A hit
+becomes an UpstreamLocation: project, version, path, symbol and the lines the
+symbol's span (a kernel or function; the note names the matched lines), or for
+file-level hits the span of the lines the verdict points at.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from patterns.distill.scan import FileRecord
+from patterns.library import Entry
+from patterns.predicates import Subject, evaluate
+from patterns.types import FileFacts, NativeFileFacts, UpstreamLocation, Verdict
+
+KNOWN_PROJECTS = ("sglang", "fla", "deepgemm")
+
+
+@dataclass
+class Hit:
+    pattern: str
+    project: str
+    version: str
+    path: str
+    symbol: str
+    lines: tuple[int, int]
+    sha256: str
+    reasons: list[str]
+    kernel: bool  # attributed to a kernel/function (not the file)
+    strength: int  # matched lines: more is more representative
+
+    def location(self, note_prefix: str = "found by distill") -> UpstreamLocation | None:
+        if self.project not in KNOWN_PROJECTS:
+            return None
+        reason = self.reasons[0] if self.reasons else ""
+        return UpstreamLocation(
+            project=self.project, version=self.version, path=self.path, symbol=self.symbol, lines=self.lines,
+            note=f"{note_prefix}: {reason}"[:200], sha256=self.sha256,
+        )
+
+
+@dataclass
+class Detections:
+    hits: list[Hit] = field(default_factory=list)
+    errors: Counter = field(default_factory=Counter)  # pattern -> predicate exceptions
+    matched: set[tuple[str, str, str]] = field(default_factory=set)  # (project, path, symbol) matched by any pattern
+
+    def count(self, pattern: str, project: str) -> int:
+        return sum(1 for h in self.hits if h.pattern == pattern and h.project == project)
+
+
+def _span(lines: list[int], lo: int, hi: int) -> tuple[int, int] | None:
+    inside = [ln for ln in lines if lo <= ln <= hi]
+    return (min(inside), max(inside)) if inside else None
+
+
+def _enclosing(symbols, line: int) -> str:
+    for s in symbols:
+        if s.line <= line <= s.end_line:
+            return s.name
+    return "<module>"
+
+
+def _safe(entry: Entry, subject: Subject, errors: Counter) -> Verdict:
+    try:
+        return evaluate(entry.pattern.present_when, subject)
+    except Exception:  # a predicate that trips on unusual upstream facts must not stop the run
+        errors[entry.id] += 1
+        return Verdict(ok=False)
+
+
+def detect(project: str, version: str, records: list[FileRecord], entries: list[Entry], out: Detections | None = None) -> Detections:
+    out = out or Detections()
+    for rec in records:
+        if rec.py is not None:
+            _detect_python(project, version, rec, entries, out)
+        elif rec.native is not None:
+            _detect_native(project, version, rec, entries, out)
+    return out
+
+
+def _detect_python(project: str, version: str, rec: FileRecord, entries: list[Entry], out: Detections) -> None:
+    facts = rec.py.facts
+    # a kernel's span starts at its first decorator (autotune configs, heuristics live there)
+    starts = {s.name: s.line for s in rec.py.symbols}
+    for k in facts.kernels:
+        if k.autotune is not None:
+            starts[k.name] = min(starts.get(k.name, k.line), k.autotune.line)
+    for e in entries:
+        file_lines: list[int] = []
+        file_reasons: list[str] = []
+        file_ok = False
+        for k in facts.kernels:
+            v = _safe(e, Subject(facts, k), out.errors)
+            if not v.ok:
+                continue
+            span = _span(v.lines, starts.get(k.name, k.line), k.end_line)
+            if span is None and v.lines:  # held through host facts only: a file-level hit
+                file_ok, file_lines, file_reasons = True, v.lines, v.reasons
+                continue
+            out.hits.append(Hit(e.id, project, version, rec.path, k.name, (starts.get(k.name, k.line), k.end_line), rec.sha256, v.reasons, True, len(v.lines)))
+            out.matched.add((project, rec.path, k.name))
+        v = _safe(e, Subject(facts, None), out.errors)
+        if v.ok:
+            file_ok, file_lines, file_reasons = True, v.lines or file_lines, v.reasons or file_reasons
+        if file_ok:
+            lines = file_lines or [1]
+            symbol = _enclosing(rec.py.symbols, min(lines))
+            out.hits.append(Hit(e.id, project, version, rec.path, symbol, (min(lines), max(lines)), rec.sha256, file_reasons, False, len(file_lines)))
+
+
+def _view(facts: FileFacts, nat: NativeFileFacts, fn) -> FileFacts:
+    sub = NativeFileFacts(
+        language=nat.language, functions=[fn], includes=nat.includes,
+        bindings=[b for b in nat.bindings if fn.line <= b.line <= fn.end_line],
+    )
+    return facts.model_copy(update={"native": sub})
+
+
+def _detect_native(project: str, version: str, rec: FileRecord, entries: list[Entry], out: Detections) -> None:
+    nat = rec.native
+    whole = FileFacts(path=rec.path, lines=rec.lines, native=nat)
+    views = [(fn, _view(whole, nat, fn)) for fn in nat.functions if fn.constructs or fn.is_kernel or any(fn.line <= b.line <= fn.end_line for b in nat.bindings)]
+    for e in entries:
+        v = _safe(e, Subject(whole, None), out.errors)
+        if not v.ok:
+            continue
+        attributed = False
+        for fn, view in views:
+            fv = _safe(e, Subject(view, None), out.errors)
+            if fv.ok:
+                out.hits.append(Hit(e.id, project, version, rec.path, fn.name, (fn.line, fn.end_line), rec.sha256, fv.reasons, True, len(fv.lines)))
+                out.matched.add((project, rec.path, fn.name))
+                attributed = True
+        if not attributed:
+            lines = v.lines or [1]
+            owner = next((fn.name for fn in nat.functions if fn.line <= min(lines) <= fn.end_line), "<file>")
+            out.hits.append(Hit(e.id, project, version, rec.path, owner, (min(lines), max(lines)), rec.sha256, v.reasons, False, len(v.lines)))
+
+
+def representative(hits: list[Hit], cap: int) -> list[Hit]:
+    """Up to `cap` hits: kernels before file-level hits, one per file first, strongest first."""
+    ordered = sorted(hits, key=lambda h: (not h.kernel, -h.strength, h.path, h.lines[0]))
+    picked, paths = [], set()
+    for h in ordered:
+        if h.path not in paths:
+            picked.append(h)
+            paths.add(h.path)
+        if len(picked) == cap:
+            return picked
+    for h in ordered:
+        if h not in picked:
+            picked.append(h)
+        if len(picked) == cap:
+            break
+    return picked

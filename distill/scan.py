@@ -1,0 +1,239 @@
+"""Reading a source tree into per-file facts records, with the cache and a process pool.
+
+Decisions per file, in order (the report counts each):
+  ignored  -- not Python or C++/CUDA, vendored third-party code (cutlass, cute,
+              third_party), or Python that never mentions triton / ctypes;
+  skipped  -- bad input: a link, a path that leaves the tree, larger than 2 MB,
+              binary, not UTF-8, or unparseable;
+  ok       -- facts extracted (or loaded from the cache by content hash).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from pydantic import BaseModel
+
+from patterns.distill.cache import FactsCache
+from patterns.distill.native import NATIVE_SUFFIXES
+from patterns.distill.pyfacts import SCOPE_TOKENS, PyRecord, module_name
+from patterns.distill.sources import MAX_FILE_BYTES, Source
+from patterns.types import NativeFileFacts
+
+VENDORED = {"cutlass", "cute", "third_party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
+
+
+class FileRecord(BaseModel):
+    """Facts of one file (cached by sha256; `path` is rewritten on load)."""
+
+    path: str
+    sha256: str
+    kind: Literal["python", "native"]
+    status: Literal["ok", "skipped"] = "ok"
+    reason: str = ""
+    py: PyRecord | None = None
+    native: NativeFileFacts | None = None
+    lines: int = 0
+
+    def relocate(self, path: str) -> FileRecord:
+        self.path = path
+        if self.py is not None:
+            self.py.facts.path = path
+            self.py.module = module_name(path)
+            for k in self.py.facts.kernels:
+                k.path = path
+        return self
+
+
+def file_kind(path: str) -> str | None:
+    if path.endswith(".py"):
+        return "python"
+    if path.endswith(NATIVE_SUFFIXES):
+        return "native"
+    return None
+
+
+def vendored(path: str) -> bool:
+    return any(part in VENDORED for part in path.split("/")[:-1])
+
+
+def extract_record(kind: str, path: str, data: bytes, sha: str) -> str:
+    """Worker: bytes -> FileRecord JSON. Never raises: bad input becomes a skipped record."""
+    from patterns.facts import FactsError
+
+    def skipped(reason: str) -> str:
+        return FileRecord(path=path, sha256=sha, kind=kind, status="skipped", reason=reason).model_dump_json()
+
+    if b"\0" in data[:8192]:
+        return skipped("binary")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return skipped("not UTF-8")
+    try:
+        if kind == "python":
+            from patterns.distill.pyfacts import extract_python
+
+            rec = extract_python(text, path)
+            return FileRecord(path=path, sha256=sha, kind=kind, py=rec, lines=rec.facts.lines).model_dump_json()
+        from patterns.distill.native import extract_native
+
+        nat = extract_native(data, path)
+        return FileRecord(path=path, sha256=sha, kind=kind, native=nat, lines=text.count("\n") + 1).model_dump_json()
+    except FactsError:
+        return skipped("unparseable")
+    except RecursionError:
+        return skipped("unparseable")
+    except Exception as exc:  # an extractor bug on odd upstream code must not stop the run
+        return skipped(f"extractor error ({type(exc).__name__})")
+
+
+def _job(args: tuple[str, str, bytes, str]) -> tuple[str, str]:
+    kind, path, data, sha = args
+    return sha, extract_record(kind, path, data, sha)
+
+
+@dataclass
+class ScanResult:
+    source: Source
+    records: list[FileRecord] = field(default_factory=list)
+    total: int = 0
+    read: int = 0
+    cached: int = 0
+    extracted: int = 0
+    ignored: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    skipped_files: list[tuple[str, str]] = field(default_factory=list)
+
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def scan(source: Source, cache: FactsCache, jobs: int = 2, progress: Progress | None = None) -> ScanResult:
+    res = ScanResult(source)
+    members = source.members()
+    res.total = len(members)
+    manifest = cache.manifest(source.sha256) or {}
+    known: dict[str, list] = manifest.get("files", {})
+    new_manifest: dict[str, list] = {}
+    pending: list[tuple[str, str, bytes, str]] = []
+    by_sha: dict[str, list[str]] = {}
+
+    def skip(path: str, reason: str, sha: str = "") -> None:
+        res.skipped[reason] += 1
+        res.skipped_files.append((path, reason))
+        if sha:
+            new_manifest[path] = [sha, "skipped", reason]
+
+    for i, m in enumerate(members):
+        if progress and i % 200 == 0:
+            progress("read", i, len(members))
+        if m.skip:  # links, paths that leave the tree: bad input whatever the file type
+            skip(m.path, m.skip)
+            continue
+        kind = file_kind(m.path)
+        if kind is None:
+            res.ignored["not Python or C++/CUDA"] += 1
+            continue
+        if vendored(m.path):
+            res.ignored["vendored third-party code"] += 1
+            continue
+        if m.size > MAX_FILE_BYTES:
+            skip(m.path, f"larger than {MAX_FILE_BYTES // 1_000_000} MB")
+            continue
+        entry = known.get(m.path)
+        if entry is not None and entry[1] == "ignored":
+            res.ignored[entry[2]] += 1
+            new_manifest[m.path] = entry
+            continue
+        if entry is not None:
+            text = cache.get(entry[0])
+            if text is not None:
+                rec = FileRecord.model_validate_json(text).relocate(m.path)
+                res.cached += 1
+                _keep(res, rec)
+                new_manifest[m.path] = entry
+                continue
+        try:
+            data = m.read()
+        except (OSError, KeyError, EOFError, ValueError) as exc:
+            skip(m.path, f"unreadable ({type(exc).__name__})")
+            continue
+        res.read += 1
+        sha = hashlib.sha256(data).hexdigest()
+        if kind == "python" and not any(tok in data for tok in SCOPE_TOKENS):
+            res.ignored["Python without triton or ctypes"] += 1
+            new_manifest[m.path] = [sha, "ignored", "Python without triton or ctypes"]
+            continue
+        text = cache.get(sha)
+        if text is not None:
+            rec = FileRecord.model_validate_json(text).relocate(m.path)
+            res.cached += 1
+            new_manifest[m.path] = [sha, rec.status, rec.reason]
+            _keep(res, rec)
+            continue
+        if sha in by_sha:  # the same content twice in one tree: extract once
+            by_sha[sha].append(m.path)
+            continue
+        by_sha[sha] = [m.path]
+        pending.append((kind, m.path, data, sha))
+
+    if progress:
+        progress("read", len(members), len(members))
+    results = _run(pending, jobs, progress)
+    for kind, path, _, sha in pending:
+        text = results[sha]
+        cache.put(sha, text)
+        res.extracted += 1
+        for p in by_sha[sha]:
+            rec = FileRecord.model_validate_json(text).relocate(p)
+            new_manifest[p] = [sha, rec.status, rec.reason]
+            _keep(res, rec)
+    if source.sha256:
+        cache.put_manifest(source.sha256, {"files": new_manifest})
+    res.records.sort(key=lambda r: r.path)
+    return res
+
+
+def _keep(res: ScanResult, rec: FileRecord) -> None:
+    if rec.status == "skipped":
+        res.skipped[rec.reason] += 1
+        res.skipped_files.append((rec.path, rec.reason))
+    else:
+        res.records.append(rec)
+
+
+def _run(pending: list, jobs: int, progress: Progress | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    total = len(pending)
+    if progress:
+        progress("extract", 0, total)
+    if not pending:
+        return out
+    pending = sorted(pending, key=lambda j: -len(j[2]))  # big files first: better balance
+    if jobs <= 1 or total < 8:
+        for i, job in enumerate(pending):
+            sha, text = _job(job)
+            out[sha] = text
+            if progress:
+                progress("extract", i + 1, total)
+        return out
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_job, job) for job in pending]
+        for i, fut in enumerate(as_completed(futures)):
+            sha, text = fut.result()
+            out[sha] = text
+            if progress:
+                progress("extract", i + 1, total)
+    return out
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
