@@ -76,10 +76,6 @@ def quote_of(module: cst.Module) -> str:
     return "'" if singles > doubles else '"'
 
 
-def is_call(node: cst.CSTNode, *names: str) -> bool:
-    return isinstance(node, cst.Call) and dotted(node.func) in names
-
-
 def dotted(node: cst.CSTNode | None) -> str:
     if isinstance(node, cst.Name):
         return node.value
@@ -230,17 +226,6 @@ def wrap_long_launch(stmt: cst.SimpleStatementLine, column: int) -> cst.SimpleSt
     return stmt.visit(Wrap())  # type: ignore[return-value]
 
 
-def drop_args(call: cst.Call, names: set[str]) -> cst.Call:
-    """Remove keyword arguments, keeping the last argument's trailing comma/whitespace."""
-    args = list(call.args)
-    keep = [a for a in args if not (a.keyword and a.keyword.value in names)]
-    if not keep:
-        return call.with_changes(args=[])
-    if keep[-1] is not args[-1]:
-        keep[-1] = keep[-1].with_changes(comma=args[-1].comma)
-    return call.with_changes(args=keep)
-
-
 # --------------------------------------------------------------------------------------
 # reading a function body
 # --------------------------------------------------------------------------------------
@@ -388,18 +373,6 @@ class Body:
             if dotted(c.func) in names:  # type: ignore[attr-defined]
                 yield c  # type: ignore[misc]
 
-    def uses(self, name: str, within: cst.CSTNode | None = None) -> list[cst.Name]:
-        """Reads of a name (assignment targets excluded)."""
-        root = within if within is not None else self.fn.body
-        targets = set()
-        for t in m.findall(root, m.AssignTarget() | m.For()):
-            tgt = t.target  # type: ignore[attr-defined]
-            targets |= {id(n) for n in m.findall(tgt, m.Name())} if not isinstance(tgt, cst.Name) else {id(tgt)}
-        attrs = {id(a.attr) for a in m.findall(root, m.Attribute())}
-        kws = {id(a.keyword) for a in m.findall(root, m.Arg()) if a.keyword}  # type: ignore[attr-defined]
-        return [n for n in m.findall(root, m.Name(name)) if id(n) not in targets | attrs | kws]  # type: ignore[misc]
-
-
 def _target_names(t: cst.BaseExpression) -> list[str]:
     if isinstance(t, cst.Name):
         return [t.value]
@@ -431,15 +404,6 @@ def pid_axes(body: Body) -> dict[int, list[cst.Call]]:
         axis = int_of(a)
         out.setdefault(-1 if axis is None else axis, []).append(c)
     return out
-
-
-def statement_of(fn: cst.FunctionDef, node: cst.CSTNode) -> cst.BaseStatement | None:
-    """The statement of `fn`'s body (any depth) that contains `node`."""
-    best = None
-    for s in m.findall(fn.body, m.SimpleStatementLine() | m.For() | m.If() | m.While() | m.With()):
-        if node is s or any(n is node for n in m.findall(s, m.DoNotCare())):
-            best = s  # innermost wins: findall is pre-order
-    return best  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------
@@ -573,6 +537,8 @@ class PlannedCodemod(KernelCodemod):
             self.refuse("the file has no Triton kernel")
         self.quote = quote_of(node)
         self._edits: dict[int, _Edit] = {}
+        self._carry: list[cst.EmptyLine] = []
+        self._carried: dict[int, list[cst.EmptyLine]] = {}
         fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == self.kernel.name), None)
         if fn is None:
             self.refuse(f"{self.kernel.name} is not a top-level function of the file")
@@ -608,6 +574,7 @@ class PlannedCodemod(KernelCodemod):
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
         updated = super().on_leave(original, updated)  # type: ignore[assignment]
+        updated = self._with_carried(original, updated)
         e = self._edits.get(id(original))
         if e is None:
             return updated
@@ -616,14 +583,41 @@ class PlannedCodemod(KernelCodemod):
         if not (e.before or e.after or e.removed):
             return updated
         before = list(e.before)
-        if before and isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and updated.leading_lines:
-            # comments above the statement stay above the inserted lines
-            before[0] = before[0].with_changes(leading_lines=[*updated.leading_lines, *before[0].leading_lines])
-            updated = updated.with_changes(leading_lines=[])
+        lead = list(updated.leading_lines) if isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) else []
+        if before and lead:
+            # a blank line (and what precedes it) stays above the inserted lines; the comment
+            # lines right above the statement stay with it
+            cut = max((i + 1 for i, ln in enumerate(lead) if ln.comment is None), default=0)
+            before[0] = before[0].with_changes(leading_lines=[*lead[:cut], *before[0].leading_lines])
+            updated = updated.with_changes(leading_lines=lead[cut:])  # type: ignore[union-attr]
+            lead = lead[cut:]
+        if e.removed and lead:
+            # the lines above a removed statement go to whatever comes next
+            if e.after:
+                e.after[0] = e.after[0].with_changes(leading_lines=[*lead, *e.after[0].leading_lines])
+            else:
+                self._carry.extend(lead)
         items = [*before, *([] if e.removed else [updated]), *e.after]
         if not items:
             return cst.RemoveFromParent()
         return cst.FlattenSentinel(items)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if getattr(self, "_carry", None) and isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self._carried[id(node)] = self._carry
+            self._carry = []
+        return super().on_visit(node)
+
+    def _with_carried(self, original: cst.CSTNode, updated):
+        lines = getattr(self, "_carried", {}).pop(id(original), None)
+        if not lines or not isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return updated
+        merged: list[cst.EmptyLine] = []
+        for ln in [*lines, *updated.leading_lines]:
+            if ln.comment is None and merged and merged[-1].comment is None:
+                continue  # one blank line where two sections met
+            merged.append(ln)
+        return updated.with_changes(leading_lines=merged)
 
 
 # --------------------------------------------------------------------------------------

@@ -26,9 +26,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
-from patterns.rewriter.edits import (
-    Body, PlannedCodemod, block_dims, code, expr, find_launch, insert_params, kwarg, names_in, new_param, render, stmts,
-)
+from patterns.rewriter.edits import PlannedCodemod, block_dims, code, expr, find_launch, insert_params, kwarg, new_param, render, stmts
 
 ROLES = {"M": re.compile(r"B(LOCK_(SIZE_)?)?M"), "N": re.compile(r"B(LOCK_(SIZE_)?)?N"), "K": re.compile(r"B(LOCK_(SIZE_)?)?K")}
 # (BM, BN, BK, num_warps, num_stages): decode-sized tiles first, prefill-sized last. Every entry

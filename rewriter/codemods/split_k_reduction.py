@@ -296,7 +296,7 @@ class SplitKReduction(PlannedCodemod):
         self.insert_after(fn, [reduce_fn.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])])
 
         # -- launcher: split count and workspace, grid axis, arguments, reduce pass
-        tiles = " * ".join(paren(code(e.value)) for e in grid.elements)
+        tiles = paren(" * ".join(paren(code(e.value)) for e in grid.elements))
         block = stmts(render(self.PATTERN, "launcher.py.j2", split_k=split_k, k=host[k_param], bk=paren(host[bk]), rows=host[rows],
                              cols=host[cols], out=host[out], tiles=tiles, i_k=i_k))
         self.insert_before(grid_stmt or la.stmt, block)
