@@ -10,7 +10,8 @@ key for a constexpr M_BUCKET = min(next_power_of_2(M), 4096) and M becomes
 do_not_specialize. restore_value lists the pointers the kernel both loads and
 stores (or updates atomically): timing runs every config on the real arguments.
 Launcher: the tuned constexprs, num_warps and num_stages leave the launch, their
-assignments go, and the grid becomes `lambda meta: ...` reading meta["BM"], ...
+assignments go, and a grid that counts tuned tiles becomes `lambda meta: ...`
+reading meta["BM"], ...
 
 Refuses: a kernel already autotuned; a block the launcher computes (from the
 inputs or otherwise) instead of fixing it; a block that neither tiles a program
@@ -403,6 +404,8 @@ class AutotuneConfigsKeys(PlannedCodemod):
         # refused after the launcher's other uses of the blocks, which explain it better
         self.unfollowed = [(b, code(grid)) for b in tuned if b not in used and self._tiles_program(b)]
         lam = cst.Lambda(params=cst.Parameters([cst.Param(cst.Name("meta"))]), body=new)
+        if not used:
+            return  # the grid does not count tuned tiles (a K block, a KV block): it stays as it is
         if self.grid_stmt is not None:
             def regrid(u: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
                 u = u.with_changes(body=[u.body[0].with_changes(value=lam)])

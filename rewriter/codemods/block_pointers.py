@@ -258,7 +258,7 @@ class BlockPointers(PlannedCodemod):
             self.refuse(f"{what} has a mask that is not one bound per axis (`{code(mask)}`): boundary_check cannot express it")  # type: ignore[arg-type]
         loop = self._loop_of(call)
         bound_by = None
-        name = f"p_{code(tp.base)}"
+        name = f"p_{code(tp.base).removesuffix('_ptr')}"
         if isinstance(ptr, cst.Name):
             b = body.bindings.get(ptr.value, [])
             if len(b) == 1 and b[0].line is not None and len(b[0].line.body) == 1:
@@ -284,8 +284,7 @@ class BlockPointers(PlannedCodemod):
             starts.append(start)
             advance.append(step)
             blocks.append(block)
-        # block pointers take 32-bit offsets: a tile index from an int64 program id is cast back
-        starts = [f"{paren(st)}.to(tl.int32)" if st != "0" and "tl.int64" in code(body.expand(expr(st))) else st for st in starts]
+        starts = [self._int32(st) for st in starts]
         strides = [tp.axes[0].stride, tp.axes[1].stride]
         order = "(0, 1)" if strides[0] == "1" and strides[1] != "1" else "(1, 0)"
         make = (f"tl.make_block_ptr({code(tp.base)}, ({', '.join(shape)}), ({', '.join(strides)}), ({', '.join(starts)}), "
@@ -309,6 +308,20 @@ class BlockPointers(PlannedCodemod):
         stmt = self._statement_of(call)
         return _Access(call, stmt, loop, name, make, adv, keep, f"({', '.join(checks)}{',' if len(checks) == 1 else ''})" if checks else "",
                        padding, bound_by, names_in(expr(make)), [x for x in (ptr, mask, other) if x is not None])
+
+    def _int32(self, start: str) -> str:
+        """Block pointers take 32-bit offsets: drop an int64 cast in the offset, or cast an int64 index back."""
+        if start == "0":
+            return start
+
+        class Uncast(cst.CSTTransformer):
+            def leave_Call(self, o: cst.Call, u: cst.Call) -> cst.BaseExpression:
+                if m.matches(u, m.Call(func=m.Attribute(attr=m.Name("to")), args=[m.Arg(m.Attribute(value=m.Name("tl"), attr=m.Name("int64")))])):
+                    return u.func.value  # type: ignore[attr-defined]
+                return u
+
+        start = code(expr(start).visit(Uncast()))
+        return f"{paren(start)}.to(tl.int32)" if "tl.int64" in code(self.body.expand(expr(start))) else start
 
     def _is_2d(self, ptr: cst.BaseExpression) -> bool:
         e = self.body.expand(ptr)
@@ -407,7 +420,7 @@ class BlockPointers(PlannedCodemod):
                     continue
                 assign = s.body[0]  # type: ignore[attr-defined]
                 tgt, val = assign.targets[0].target, assign.value
-                if {code(c.func) for c in m.findall(val, m.Call())} - _PURE:
+                if {code(c.func) for c in m.findall(val, m.Call()) if not m.matches(c.func, m.Attribute(attr=m.Name("to")))} - _PURE:
                     continue
                 names = [tgt] if isinstance(tgt, cst.Name) else [e.value for e in getattr(tgt, "elements", [])]
                 if not all(isinstance(n, cst.Name) for n in names):

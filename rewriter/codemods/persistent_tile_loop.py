@@ -348,9 +348,12 @@ class PersistentTileLoop(PlannedCodemod):
                 if code(o.func) not in ("triton.cdiv", "tl.cdiv") or len(o.args) != 2:
                     codemod.refuse(f"the grid's tile count `{whole}` calls `{code(o.func)}`: compute it in the kernel by hand")
                 args = list(u.args)
-                if isinstance(o.args[1].value, cst.Integer) and isinstance(u.args[0].value, cst.Name):
+                if isinstance(o.args[1].value, cst.Integer):
                     lit = int(o.args[1].value.value)
-                    fits = [b for b in dims.get(u.args[0].value.value, set()) if la.literal(la.value(b)) == lit]
+                    dim = u.args[0].value.value if isinstance(u.args[0].value, cst.Name) else ""
+                    fits = [b for b in dims.get(dim, set()) if la.literal(la.value(b)) == lit]
+                    if not fits:  # no mask names the extent: a block passed exactly this literal
+                        fits = [p.name for p in k.params if p.constexpr and la.literal(la.value(p.name)) == lit]
                     if len(fits) == 1:
                         args[1] = args[1].with_changes(value=cst.Name(fits[0]))
                 new = u.with_changes(func=expr("tl.cdiv"), args=args)
