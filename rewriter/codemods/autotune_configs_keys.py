@@ -28,6 +28,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patterns.rewriter.edits import PlannedCodemod, block_dims, code, expr, find_launch, insert_params, kwarg, new_param, render, stmts
+from patterns.rewriter.samples import GEMM_NAIVE as _GEMM_NAIVE
 
 ROLES = {"M": re.compile(r"B(LOCK_(SIZE_)?)?M"), "N": re.compile(r"B(LOCK_(SIZE_)?)?N"), "K": re.compile(r"B(LOCK_(SIZE_)?)?K")}
 # (BM, BN, BK, num_warps, num_stages): decode-sized tiles first, prefill-sized last. Every entry
@@ -159,38 +160,6 @@ def linear(x, w, out_features):
     y = torch.empty(M, out_features, device=x.device, dtype=torch.float32)
     linear_kernel[(triton.cdiv(M, 64), triton.cdiv(w.shape[0], 64))](x, w, y, M, out_features, K, BM=64, BN=64, BK=32)
     return y
-'''
-
-# tests/retrieval_set/gemm_naive.py: a 1-D grid counting tiles with literals, blocks passed as literals
-_GEMM_NAIVE = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid = tl.program_id(0)
-    num_pid_n = tl.cdiv(N, BN)
-    i_m, i_n = pid // num_pid_n, pid % num_pid_n
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for i_k in range(0, K, BK):
-        b_a = tl.load(a + o_m[:, None] * K + (i_k + o_k)[None, :], mask=(o_m[:, None] < M) & ((i_k + o_k)[None, :] < K), other=0.0)
-        b_b = tl.load(b + (i_k + o_k)[:, None] * N + o_n[None, :], mask=((i_k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
-        b_acc += tl.dot(b_a, b_b)
-    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc.to(c.dtype.element_ty), mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
-    grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
-    matmul_kernel[grid](a, b, c, M, N, K, BM=128, BN=128, BK=64)
-    return c
 '''
 
 # tests/retrieval_set/skinny_gemm.py with an int8 weight scale: inline 2-D grid, the block names differ from the host's
