@@ -6,11 +6,6 @@ from typing import Callable
 
 import torch
 
-# H200 SXM figures the READMEs and traffic models quote
-H200_COPY_BANDWIDTH = 4.3e12  # bytes/s, measured device-to-device copy
-H200_SMS = 132
-H200_SMEM_PER_BLOCK = 232448  # bytes of shared memory a block may opt into (227 KiB)
-
 
 def torch_dtype(name: str) -> torch.dtype:
     dtype = getattr(torch, name, None)

@@ -142,8 +142,8 @@ def _write_snapshot(col, path: Path, entries: list[Entry]) -> None:
     os.replace(tmp, path / "snapshot.npz")
 
 
-def load_snapshot(entries: list[Entry], path: Path | None = None, with_generality: bool = False):
-    """Pattern id -> embedding (and id -> generality), or None when the snapshot is missing, corrupt or stale."""
+def load_snapshot(entries: list[Entry], path: Path | None = None) -> tuple[dict[str, np.ndarray], dict[str, float]] | None:
+    """(id -> embedding, id -> generality), or None when the snapshot is missing, corrupt or stale."""
     path = path or default_index_dir()
     f = path / "snapshot.npz"
     if not f.exists():
@@ -157,46 +157,38 @@ def load_snapshot(entries: list[Entry], path: Path | None = None, with_generalit
     stored = dict(zip(ids, hashes))
     if stored != current or emb.shape[0] != len(ids):
         return None
-    vectors = {i: emb[k] for k, i in enumerate(ids)}
-    if with_generality:
-        return vectors, {i: float(gen[k]) for k, i in enumerate(ids)}
-    return vectors
+    return {i: emb[k] for k, i in enumerate(ids)}, {i: float(gen[k]) for k, i in enumerate(ids)}
 
 
 def ranking_data(queries: list[str], entries: list[Entry], chroma_url: str | None = None, path: Path | None = None,
                  progress=None) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """Similarities of each query to each pattern, and each pattern's generality."""
-    sims = similarities_many(queries, entries, chroma_url=chroma_url, path=path, progress=progress)
-    snap = None if chroma_url else load_snapshot(entries, path, with_generality=True)
-    if snap is not None:
-        return sims, snap[1]
-    from patterns.retriever.retrieve import generality
-
-    return sims, generality(entries)
-
-
-def similarities_many(
-    queries: list[str], entries: list[Entry], chroma_url: str | None = None, path: Path | None = None, progress=None
-) -> list[dict[str, float]]:
-    """Cosine similarity of each query to each pattern, from the index (built or refreshed as needed)."""
-    if not queries:
-        return []
-    vecs = _encode_queries(queries, path or default_index_dir())
+    """Similarities of each query to each pattern, and each pattern's generality (one snapshot read)."""
+    path = path or default_index_dir()
+    vecs = _encode_queries(queries, path) if queries else np.zeros((0, 384), np.float32)
     if chroma_url:
+        from patterns.retriever.retrieve import generality
+
         build_index(entries, chroma_url=chroma_url, progress=progress)
-        col = _collection(_client(chroma_url, path or default_index_dir()))
+        if not queries:
+            return [], generality(entries)
+        col = _collection(_client(chroma_url, path))
         res = col.query(query_embeddings=[v.tolist() for v in vecs], n_results=max(1, len(entries)), include=["distances"])
-        return [{i: 1.0 - float(d) for i, d in zip(ids, dists)} for ids, dists in zip(res["ids"], res["distances"])]
+        sims = [{i: 1.0 - float(d) for i, d in zip(ids, dists)} for ids, dists in zip(res["ids"], res["distances"])]
+        return sims, generality(entries)
     snap = load_snapshot(entries, path)
     if snap is None:
         build_index(entries, path=path, progress=progress)
         snap = load_snapshot(entries, path)
         if snap is None:
-            raise IndexError_(f"{path or default_index_dir()}: index could not be rebuilt")
-    ids = list(snap)
-    mat = np.stack([snap[i] for i in ids]) if ids else np.zeros((0, vecs.shape[1]), np.float32)
-    scores = vecs @ mat.T
-    return [dict(zip(ids, map(float, row))) for row in scores]
+            raise IndexError_(f"{path}: index could not be rebuilt")
+    vectors, general = snap
+    ids = list(vectors)
+    mat = np.stack([vectors[i] for i in ids]) if ids else np.zeros((0, vecs.shape[1]), np.float32)
+    return [dict(zip(ids, map(float, row))) for row in vecs @ mat.T], general
+
+
+def similarities_many(queries: list[str], entries: list[Entry], **kw) -> list[dict[str, float]]:
+    return ranking_data(queries, entries, **kw)[0]
 
 
 QUERY_TOKENS = 128  # a kernel's description: its docstring and bottleneck read in the first sentences

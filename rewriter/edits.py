@@ -17,6 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from patterns.cst_facts import dotted  # noqa: F401 - re-exported to the codemods
 from patterns.rewriter.base import KernelCodemod
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -74,15 +75,6 @@ def quote_of(module: cst.Module) -> str:
         singles += v.startswith("'")
         doubles += v.startswith('"')
     return "'" if singles > doubles else '"'
-
-
-def dotted(node: cst.CSTNode | None) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else ""
-    return ""
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
