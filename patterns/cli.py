@@ -477,6 +477,15 @@ def validate_cmd(
 
 
 # --------------------------------------------------------------------------------------
+# serving registry, agent and review (patterns.agent.cli; heavy imports inside the commands)
+# --------------------------------------------------------------------------------------
+
+from patterns.agent.cli import serving_app  # noqa: E402
+
+app.add_typer(serving_app, name="serving")
+
+
+# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 
@@ -493,8 +502,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from patterns.hardware import UnknownGPU
     from patterns.catalog import CatalogError
     from patterns.rewriter.base import RewriteError
+    from patterns.serving.registry import RegistryError
 
-    return (RewriteError, CatalogError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
+    return (RegistryError, RewriteError, CatalogError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -503,6 +503,21 @@ class EvidenceBundle(_Strict):
         return all(c.passed is not False for c in self.checks)
 
 
+class LiveImpl(_Strict):
+    """One version of an op's implementation in the serving registry (patterns.serving.registry)."""
+
+    op: str
+    version: int = Field(ge=1)
+    file: str = Field(description="immutable copy of the version's source; relative to the registry root on disk, absolute when returned")
+    symbol: str = Field(description="entry point in the file, the op's launcher (e.g. kda_decode)")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    pattern: str = Field("", description="pattern whose rewrite produced it; empty for the seeded baseline")
+    bundle: str = Field("", description="evidence bundle (JSON) that admitted it; empty for the seeded baseline")
+    accepted_by: str
+    accepted_at: str = Field(description="UTC ISO-8601 time it was registered")
+    origin: str = Field("", description="the file it was copied from, for the reader")
+
+
 class KernelReport(_Strict):
     """`patterns suggest` for one kernel: its bottleneck and what to do about it."""
 
