@@ -483,7 +483,7 @@ class CheckResult(_Strict):
     """One local check: which layer, which shape, pass/fail and the local reason."""
 
     name: str
-    layer: Literal["correctness", "partition", "integrity", "performance", "serving"]
+    layer: Literal["correctness", "partition", "integrity", "performance", "overlap", "serving"]
     passed: bool | None = Field(description="None = not run here (e.g. needs GPU)")
     reason: str = ""
     shape: dict[str, Any] = Field(default_factory=dict)
