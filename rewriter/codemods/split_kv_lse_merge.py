@@ -4,12 +4,15 @@ Kernel: a split program axis `i_s` is added after the existing ones; after the
 statement that defines the loop's length L, the split's range is computed
 (`split_len`, BLOCK-aligned, so the splits' tiles are exactly the unsplit loop's
 tiles; `start`, `end`) and the rest of the body runs under `if end > start:`;
-the online-softmax loop runs over `range(start, end, BLOCK)`; the output store
-becomes a store of the normalised partial `acc / l` to `o_part` and of its
-log-sum-exp `m + log(l)` to `lse` (exp2-based kernels: log2). The output
-parameter is replaced by `o_part, lse` and `NUM_SPLITS: tl.constexpr` is added.
-A merge kernel is generated (template merge_kernel.py.j2) from the kernel's own
-prologue (program ids, offsets, masks, the length L) and its output store.
+the online-softmax loop runs over `range(start, end, BLOCK)`; what the kernel
+does after the loop (its epilogue: assignments and output stores, e.g. `acc / l`
+and a log-sum-exp output of its own) becomes a store of the normalised partial
+`acc / l` to `o_part` and of its log-sum-exp `m + log(l)` to `lse` (exp2-based
+kernels: log2; `lse_part` where the kernel already has an `lse`). The output
+parameters are replaced by `o_part, lse` and `NUM_SPLITS: tl.constexpr` is
+added. A merge kernel is generated (template merge_kernel.py.j2) from the
+kernel's own prologue (program ids, offsets, masks, the length L): it rebuilds
+the whole range's (m, l, acc) from the partials and runs the epilogue unchanged.
 Launcher: shared constexprs get host names, `num_splits` is chosen (about two
 programs per SM, bounded by max_splits and by the loop length when the host
 knows it) or fixed, the partial buffers are allocated, the grid gains the split
@@ -17,10 +20,10 @@ axis and the merge kernel is launched after the first.
 
 Refuses: no single top-level `for ... in range(0, L, BLOCK)` online-softmax
 loop (a running max initialised to -inf, tl.exp or tl.exp2), an accumulator
-that is not a [W] vector, an output store that is not `acc / l` or not the only
-store, values other than the softmax state carried across iterations (advancing
-pointers), a kernel that already writes an lse, three grid axes, an autotuned
-BLOCK, a callable grid, several launches.
+that is not a [W] vector, an epilogue that is not straight-line assignments and
+tl.store calls or stores more than one [W] row, values other than the softmax
+state carried across iterations (advancing pointers), three grid axes, an
+autotuned BLOCK, a callable grid, several launches.
 """
 from __future__ import annotations
 
@@ -37,9 +40,11 @@ from libcst.metadata import PositionProvider
 from patterns.rewriter.base import KernelCodemod
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_kv_lse_merge"
-NEW_KERNEL_NAMES = ("i_s", "split_len", "start", "end", "o_part", "lse", "NUM_SPLITS")
-NEW_MERGE_NAMES = ("split_len", "b_lse", "b_r", "b_w", "i_s", "o_part", "lse", "NUM_SPLITS")
-NEW_HOST_NAMES = ("num_splits", "o_part", "lse")
+NEW_KERNEL_NAMES = ("i_s", "split_len", "start", "end", "o_part", "NUM_SPLITS")
+NEW_MERGE_NAMES = ("split_len", "b_lse", "b_r", "b_w", "i_s", "o_part", "NUM_SPLITS")
+NEW_HOST_NAMES = ("num_splits", "o_part")
+# the partials' log-sum-exp buffer: `lse`, or `lse_part` where the kernel or its launcher has an lse of its own
+LSE_NAMES = ("lse", "lse_part")
 _NEG_INF = re.compile(r"""-\s*float\(\s*['"]inf['"]\s*\)|float\(\s*['"]-inf['"]\s*\)|-\s*(math|tl)\.inf\b""")
 _STORES = ("tl.store",)
 
@@ -156,6 +161,12 @@ def decode(q, k, v):
     decode_fwd_kernel[(B, H)](q, k, v, o, lse, D**-0.5, T, H=H, D=D, BT=64)
     return o, lse
 '''
+
+# an output written under a branch after the loop: the merge copies straight-line code only
+_BRANCHING_EPILOGUE = _WRITES_LSE.replace(
+    "    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)\n",
+    "    if b_l > 0:\n        tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)\n",
+)
 
 _ADVANCING = '''
 import torch
@@ -406,13 +417,13 @@ class SplitKvLseMerge(KernelCodemod):
     PATTERN = "split_kv_lse_merge"
     DESCRIPTION = "split each program's KV loop across programs and merge the partials by log-sum-exp"
     REFUSES = [
-        (_WRITES_LSE, r"decode_fwd_kernel already has an lse parameter"),
+        (_BRANCHING_EPILOGUE, r"line 2\d: after the KV loop only assignments and tl.store calls can move into the merge"),
         (_ADVANCING, r"p_k, p_v are carried across iterations of the KV loop"),
         (_NOT_SOFTMAX, r"no online-softmax running max"),
         (_AUTOTUNED, r"BT is chosen by @triton.autotune"),
         ("def f():\n    return 1\n", "no Triton kernel"),
     ]
-    ACCEPTS = [_GQA_NOSPLIT, _EXP2_PAGED, _PAGE_WALK]
+    ACCEPTS = [_GQA_NOSPLIT, _EXP2_PAGED, _PAGE_WALK, _WRITES_LSE]
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def line(self, node: cst.CSTNode) -> int:
@@ -433,8 +444,14 @@ class SplitKvLseMerge(KernelCodemod):
         fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
         if fn is None:
             self.refuse(f"{k.name} is not a top-level function of the file")
-        if any(re.fullmatch(r"(?i).*lse.*", p.name) for p in k.params):
-            self.refuse(f"{k.name} already has an lse parameter: it writes a log-sum-exp output of its own, merge it by hand")
+        host_names = {n for la in k.launches for n in self.facts.host_assigns.get(la.function, {})}
+        host_names |= {p.name.value for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value in {la.function for la in k.launches}
+                       for p in s.params.params}
+        taken = {p.name for p in k.params} | set(k.assigns) | host_names
+        free = [n for n in LSE_NAMES if n not in taken]
+        if not free:
+            self.refuse(f"{k.name} or its launcher already uses the names {' and '.join(LSE_NAMES)}")
+        self.lse = free[0]
         self.edits: dict[cst.CSTNode, object] = {}
         self.fn = fn
         self.module_code = node.code
@@ -491,30 +508,6 @@ class SplitKvLseMerge(KernelCodemod):
         else:
             self.edits[loop.iter] = lambda u: u.with_changes(args=[
                 u.args[0].with_changes(value=cst.Name("start")), u.args[1].with_changes(value=cst.Name("end")), *u.args[2:]])
-        # the output store after the loop: acc / l
-        stores = [c for c in k.calls if c.name in _STORES or c.name.startswith("tl.atomic_")]
-        if any(c.via for c in stores):
-            self.refuse(f"a helper of {k.name} stores to memory: only the kernel's own output store can be split")
-        if any(c.line < self.line(loop) or self.loop_line in c.loops for c in stores):
-            self.refuse("the kernel stores before or inside the KV loop: only a final output store can be split")
-        if len(stores) != 1:
-            self.refuse(f"the kernel stores {len(stores)} outputs after the KV loop: only one output (acc / l) can be merged")
-        store_i = next((i for i in range(li + 1, len(body)) if self.line(body[i]) <= stores[0].line <= self.end_line(body[i])), None)
-        store_stmt = body[store_i] if store_i is not None else None
-        if not m.matches(store_stmt, m.SimpleStatementLine(body=[m.Expr(m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("store"))))])):
-            self.refuse(f"line {stores[0].line}: the output store is not a top-level `tl.store(...)` after the KV loop")
-        call: cst.Call = store_stmt.body[0].value  # type: ignore[union-attr,assignment]
-        pos = [a for a in call.args if a.keyword is None]
-        kw = {a.keyword.value: a for a in call.args if a.keyword}
-        ptr, value = pos[0].value if pos else kw["pointer"].value, pos[1].value if len(pos) > 1 else kw["value"].value
-        mask = pos[2] if len(pos) > 2 else kw.get("mask")
-        inner = value
-        store_cast = m.matches(value, m.Call(func=m.Attribute(value=m.BinaryOperation(operator=m.Divide()), attr=m.Name("to"))))
-        if store_cast:
-            inner = value.func.value  # type: ignore[attr-defined]
-        if not m.matches(inner, m.BinaryOperation(left=m.Name(), operator=m.Divide(), right=m.Name())):
-            self.refuse(f"line {stores[0].line}: the stored value `{_code(value)}` is not `acc / l`")
-        self.acc, self.l = inner.left.value, inner.right.value  # type: ignore[attr-defined]
         # the softmax state: m (-inf), l, acc ([W] zeros), all carried through the loop
         before = body[:li]
         inits: dict[str, cst.BaseExpression] = {}
@@ -531,16 +524,17 @@ class SplitKvLseMerge(KernelCodemod):
         if len(maxes) != 1:
             self.refuse(f"no online-softmax running max: {'no' if not maxes else 'several'} loop-carried value initialised to -inf")
         self.m = maxes[0]
-        other = sorted(set(carried) - {self.m, self.l, self.acc})
+        vector = m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("zeros")), args=[m.Arg(m.List(elements=[m.Element()])), m.ZeroOrMore()])
+        accs = [n for n in carried if m.matches(inits[n], vector)]
+        sums = [n for n in carried if _zero_scalar(inits[n])]
+        other = sorted(set(carried) - {self.m, *accs[:1], *sums[:1]})
         if other:
             self.refuse(f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} carried across iterations of the KV loop "
                         "besides the softmax state: a split would have to start them at its own offset")
-        if self.l not in carried or self.acc not in carried:
-            self.refuse(f"{self.acc} / {self.l} is not the loop's running accumulator over its running sum")
-        zeros = inits[self.acc]
-        if not m.matches(zeros, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("zeros")), args=[m.Arg(m.List(elements=[m.Element()])), m.ZeroOrMore()])):
-            self.refuse(f"the accumulator {self.acc} is not a [W] vector (`{_code(zeros)}`)")
-        width = zeros.args[0].value.elements[0].value  # type: ignore[attr-defined]
+        if len(accs) != 1 or len(sums) != 1:
+            self.refuse("the KV loop carries no [W] accumulator (tl.zeros([W])) and running sum (0) beside its running max")
+        self.acc, self.l = accs[0], sums[0]
+        width = inits[self.acc].args[0].value.elements[0].value  # type: ignore[attr-defined]
         if not isinstance(width, (cst.Name, cst.Integer)) or (isinstance(width, cst.Name) and width.value not in k.constexprs):
             self.refuse(f"the accumulator width `{_code(width)}` is not a constexpr parameter or a number")
         self.width = _code(width)
@@ -548,14 +542,51 @@ class SplitKvLseMerge(KernelCodemod):
         if len(exps) != 1:
             self.refuse("the KV loop mixes tl.exp and tl.exp2: cannot tell the base of its log-sum-exp")
         self.exp, self.log = ("tl.exp2", "tl.log2") if exps == {"tl.exp2"} else ("tl.exp", "tl.log")
-        # the output parameter: the store's only pointer parameter, used nowhere else
-        out = sorted(_bases(ptr, {p.name for p in k.params if not p.constexpr}, k.assigns))
-        if len(out) != 1:
-            self.refuse(f"line {stores[0].line}: cannot tell the output pointer of the store (`{_code(ptr)}`)")
-        self.out = out[0]
-        uses = [n for n in m.findall(fn.body, m.Name(self.out)) if not (self.line(store_stmt) <= self.line(n) <= self.end_line(store_stmt))]
-        if uses:
-            self.refuse(f"the output {self.out} is used outside its store (line {self.line(uses[0])})")
+        # the epilogue after the loop: assignments and output stores, a function of (m, l, acc) and the prologue.
+        # The merge rebuilds (m, l, acc) of the whole range from the splits' partials and runs it unchanged.
+        stores = [c for c in k.calls if c.name in _STORES or c.name.startswith("tl.atomic_")]
+        if any(c.via for c in stores):
+            self.refuse(f"a helper of {k.name} stores to memory: only the kernel's own output stores can be split")
+        if any(c.line < self.line(loop) or self.loop_line in c.loops for c in stores):
+            self.refuse("the kernel stores before or inside the KV loop: only final output stores can be split")
+        if any(c.name != "tl.store" for c in stores):
+            self.refuse("the kernel writes its output with an atomic: only tl.store outputs can be merged")
+        is_store = m.SimpleStatementLine(body=[m.Expr(m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("store"))))])
+        epilogue = body[li + 1:]
+        for s in epilogue:
+            if not (m.matches(s, is_store) or m.matches(s, m.SimpleStatementLine(body=[m.Assign()]))):
+                self.refuse(f"line {self.line(s)}: after the KV loop only assignments and tl.store calls can move into the merge, "
+                            f"not `{_code(s)[:40]}`")
+        store_stmts = [s for s in epilogue if m.matches(s, is_store)]
+        if not store_stmts:
+            self.refuse("the kernel stores nothing after the KV loop")
+        pointers = {p.name for p in k.params if not p.constexpr}
+        outs: list[str] = []
+        for s in store_stmts:
+            ptr, _, _ = _store_parts(s)
+            base = sorted(_bases(ptr, pointers, k.assigns))
+            if len(base) != 1:
+                self.refuse(f"line {self.line(s)}: cannot tell the output pointer of the store (`{_code(ptr)}`)")
+            outs += [b for b in base if b not in outs]
+        self.outs = [p.name for p in k.params if p.name in outs]  # in signature order
+        for out in self.outs:
+            uses = [n for n in m.findall(fn.body, m.Name(out)) if not any(self.line(s) <= self.line(n) <= self.end_line(s) for s in store_stmts)]
+            if uses:
+                self.refuse(f"the output {out} is used outside its store (line {self.line(uses[0])})")
+        # the store of the [W] result gives the partial store its columns and mask
+        cols = {n for n in k.assigns if re.fullmatch(rf"tl\.arange\(0,\s*{re.escape(self.width)}\)", k.assigns[n][1])}
+        wide = [s for s in store_stmts if _names(_store_parts(s)[0]) & cols]
+        if len(wide) > 1:
+            self.refuse(f"{len(wide)} stores after the KV loop write [{self.width}] vectors: only one output row can be merged")
+        if not wide and len(store_stmts) == 1:
+            wide = store_stmts
+        if not wide:
+            self.refuse(f"no store after the KV loop writes the [{self.width}] result with a tl.arange(0, {self.width}) offset")
+        ptr, _, mask = _store_parts(wide[0])
+        col = sorted(_names(ptr) & cols)
+        self.col = col[0] if len(col) == 1 else f"tl.arange(0, {self.width})"
+        self.mask = mask
+        self.epilogue = epilogue
         # program ids: one variable per axis
         axes: dict[int, tuple[cst.SimpleStatementLine, str, bool]] = {}
         for s in body:
@@ -580,32 +611,28 @@ class SplitKvLseMerge(KernelCodemod):
         self.row = f"i_{''.join(stems)}s" if len(stems) == len(self.pids) else "i_part"
         if self.row in k.assigns or any(p.name == self.row for p in k.params):
             self.refuse(f"{k.name} already uses the name {self.row}")
-        self.store_stmt = store_stmt
-        self.mask = mask
-        # the merge's prologue: statements the output store, its mask and L need
-        wanted = _names(ptr) | (_names(mask.value) if mask else set()) | bound_names | set(self.pids)
-        if store_cast:
-            wanted |= _names(value.args[0].value)  # type: ignore[attr-defined]
-        cols = [n for n in _names(ptr) if n in k.assigns and re.fullmatch(rf"tl\.arange\(0,\s*{re.escape(self.width)}\)", k.assigns[n][1])]
-        self.col = cols[0] if len(cols) == 1 else f"tl.arange(0, {self.width})"
+        # the merge's prologue: statements the epilogue and L need (the merge supplies m, l and acc)
+        state = {self.m, self.l, self.acc}
+        epi_names = set().union(*(_names(s) for s in epilogue)) - set().union(*(_bound(s) for s in epilogue))
+        wanted = (epi_names - state) | bound_names | set(self.pids)
         prologue = []
-        for s in reversed([s for i, s in enumerate(body) if i not in (li, store_i)]):
+        for s in reversed(body[:li]):
             if _bound(s) & wanted:
                 if not m.matches(s, m.SimpleStatementLine(body=[m.Assign() | m.AugAssign()])):
                     self.refuse(f"line {self.line(s)}: the merge needs `{_code(s)[:40]}`, which is not a plain assignment")
                 prologue.insert(0, s)
                 wanted |= _names(s)
-        if wanted & {self.m, self.l, self.acc}:
-            self.refuse("the output store depends on the softmax state beyond acc / l")
+        if wanted & state:
+            self.refuse("the output stores depend on the softmax state through statements before the KV loop")
         self.prologue = prologue
         # the split's range goes after the statements the merge shares (program ids, offsets, L):
         # the work after them runs only for a non-empty split
         at = max(body.index(s) for s in [last_stmt, *prologue] if body.index(s) < li)
         self.split_at = at + 1
         params = {p.name: p for p in k.params}
-        reads = wanted | _names(ptr) | {self.block or ""} | ({self.width} if self.width in params else set())
+        reads = wanted | {self.block or ""} | ({self.width} if self.width in params else set())
         self.merge_params = [p for p in k.params if p.name in reads]
-        taken = {p.name for p in self.merge_params} | {n for s in prologue for n in _bound(s)}
+        taken = {p.name for p in self.merge_params} | {n for s in [*prologue, *epilogue] for n in _bound(s)}
         self.m_new = f"{self.m}_new"
         clash = [n for n in (*NEW_MERGE_NAMES, self.m_new) if n in taken]
         if clash:
@@ -615,7 +642,9 @@ class SplitKvLseMerge(KernelCodemod):
         self.param_comma = _param_separator(fn, self.module_code, pos, "NUM_SPLITS: tl.constexpr")
         self.edits[fn.params] = self._kernel_params
         self.edits[fn.body] = self._wrap_body
-        self.edits[store_stmt] = self._partial_store
+        self.edits[epilogue[0]] = self._partial_store
+        for s in epilogue[1:]:
+            self.edits[s] = lambda u: cst.RemovalSentinel.REMOVE
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
@@ -657,8 +686,9 @@ class SplitKvLseMerge(KernelCodemod):
             if a.keyword is not None:
                 self.host_value[a.keyword.value] = a
         missing = [p.name for p in self.merge_params if p.name not in self.host_value and p.default is None]
-        if missing or self.out not in self.host_value:
-            self.refuse(f"the launch on line {line} does not pass {', '.join(missing or [self.out])}")
+        unpassed = missing or [o for o in self.outs if o not in self.host_value]
+        if unpassed:
+            self.refuse(f"the launch on line {line} does not pass {', '.join(unpassed)}")
         # the extent of axis 1 inside the kernel: a parameter passed the same grid element, else tl.num_programs
         if len(self.pids) == 2:
             same = [p for p in names if p in self.host_value and _code(self.host_value[p].value) == grid_elems[1]]
@@ -676,8 +706,8 @@ class SplitKvLseMerge(KernelCodemod):
         self.hoisted = dict(hoisted)
         if self.width in self.host_value and self.width not in self.hoisted and not isinstance(self.host_value[self.width].value, cst.Name):
             self.hoisted[self.width] = _code(self.host_value[self.width].value)
-        out_arg = self.host_value[self.out]
-        self.out_index = next(i for i, a in enumerate(call.args) if a is out_arg)
+        out_arg = self.host_value[self.outs[0]]
+        self.out_index = [i for i, a in enumerate(call.args) if any(a is self.host_value[o] for o in self.outs)]
         device = _code(out_arg.value) if isinstance(out_arg.value, cst.Name) else next(
             (a.value.value for a in positional if isinstance(a.value, cst.Name) and a.value.value in {p.name.value for p in host.params.params}), None)
         if device is None:
@@ -690,8 +720,9 @@ class SplitKvLseMerge(KernelCodemod):
         host_width = self._host(self.width)
         block = _render("launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"],
                         device=self.device, programs=self.programs, programs_text=self.programs.replace(" ", ""),
-                        cap=cap, block=self._host(self.block) if self.block else None, grid=", ".join(grid_elems), width=host_width)
-        merge_args = ["o_part", "lse"]
+                        cap=cap, block=self._host(self.block) if self.block else None, grid=", ".join(grid_elems), width=host_width,
+                        lse=self.lse)
+        merge_args = ["o_part", self.lse]
         merge_kwargs = []
         for p in self.merge_params:
             if p.name not in self.host_value:
@@ -719,9 +750,11 @@ class SplitKvLseMerge(KernelCodemod):
     def _kernel_params(self, u: cst.Parameters) -> cst.Parameters:
         items = []
         for p in u.params:
-            if p.name.value == self.out:
+            if p.name.value == self.outs[0]:
                 items.append(p.with_changes(name=cst.Name("o_part"), comma=_comma()))
-                items.append(p.with_changes(name=cst.Name("lse")))
+                items.append(p.with_changes(name=cst.Name(self.lse)))
+            elif p.name.value in self.outs:  # written by the merge only; its line break stays with the previous parameter
+                items[-1] = items[-1].with_changes(comma=p.comma)
             else:
                 items.append(p)
         last = items[-1]
@@ -742,8 +775,9 @@ class SplitKvLseMerge(KernelCodemod):
     def _partial_store(self, u: cst.SimpleStatementLine):
         mask = f", mask={_code(self.mask.value)}" if self.mask is not None else ""
         stmts = _render("kernel_store.py.j2", row=self.row, row_expr=self._row_expr(), width=self.width, col=self.col,
-                        acc=self.acc, l=self.l, m=self.m, log=self.log, mask=mask)
-        stmts[0] = stmts[0].with_changes(leading_lines=u.leading_lines)
+                        acc=self.acc, l=self.l, m=self.m, log=self.log, mask=mask, lse=self.lse)
+        # blank lines stay; comments travel with the epilogue into the merge
+        stmts[0] = stmts[0].with_changes(leading_lines=[ln for ln in u.leading_lines if ln.comment is None])
         return cst.FlattenSentinel(stmts)
 
     def _row_expr(self) -> str:
@@ -756,11 +790,13 @@ class SplitKvLseMerge(KernelCodemod):
         options = ("num_warps", "num_stages", "num_ctas", "maxnreg")
         for i, a in enumerate(u.args):
             key = a.keyword.value if a.keyword else None
-            if i == self.out_index:
+            if i == self.out_index[0]:
                 if key:
-                    args += [_kwarg("o_part", "o_part", _comma()), _kwarg("lse", "lse", a.comma)]
+                    args += [_kwarg("o_part", "o_part", _comma()), _kwarg(self.lse, self.lse, a.comma)]
                 else:
-                    args += [a.with_changes(value=cst.Name("o_part"), comma=_comma()), a.with_changes(value=cst.Name("lse"))]
+                    args += [a.with_changes(value=cst.Name("o_part"), comma=_comma()), a.with_changes(value=cst.Name(self.lse))]
+            elif i in self.out_index:  # written by the merge only
+                args[-1] = args[-1].with_changes(comma=a.comma)
             elif key in self.hoisted:
                 args.append(a.with_changes(value=cst.Name(key)))
             else:
@@ -776,20 +812,21 @@ class SplitKvLseMerge(KernelCodemod):
 
     # -- module: the merge kernel after the kernel, _num_sms before the launcher ----------
     def _merge_kernel(self) -> cst.FunctionDef:
-        runtime = ["o_part", "lse", *[p.name for p in self.merge_params if not p.constexpr]]
+        runtime = ["o_part", self.lse, *[p.name for p in self.merge_params if not p.constexpr]]
         constexprs = [f"{p.name}: {p.annotation}" + (f" = {p.default}" if p.default else "") for p in self.merge_params if p.constexpr]
         mask = f", mask={_code(self.mask.value)}, other=0" if self.mask is not None else ""
         text = _env().get_template("merge_kernel.py.j2").render(
             name=self.merge_name, kernel=self.kernel.name, runtime=runtime, constexprs=[*constexprs, "NUM_SPLITS: tl.constexpr"],
             bound=self.bound, block=self.block, m=self.m, l=self.l, acc=self.acc, width=self.width, row=self.row,
-            row_expr=self._row_expr(), m_new=self.m_new, exp=self.exp, col=self.col, load_mask=mask)
+            row_expr=self._row_expr(), m_new=self.m_new, exp=self.exp, col=self.col, load_mask=mask, lse=self.lse)
         merge: cst.FunctionDef = cst.parse_module(text).body[0]  # type: ignore[assignment]
         body = []
         for s in merge.body.body:
             if m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.Name("PROLOGUE"))])):
                 body += [copy.deepcopy(p).with_changes(leading_lines=[]) for p in self.prologue]
-            elif m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.Name("STORE"))])):
-                body.append(copy.deepcopy(self.store_stmt).with_changes(leading_lines=[]))
+            elif m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.Name("EPILOGUE"))])):
+                body += [copy.deepcopy(e).with_changes(leading_lines=[ln for ln in e.leading_lines if ln.comment is not None])
+                         for e in self.epilogue]
             else:
                 body.append(s)
         return merge.with_changes(body=merge.body.with_changes(body=body), leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
@@ -854,6 +891,27 @@ def _carried(loop: cst.For) -> list[str]:
             first.setdefault(n, False)
     target = _names(loop.target)
     return [n for n, read in first.items() if read and n not in target]
+
+
+def _zero_scalar(expr: cst.BaseExpression) -> bool:
+    """`0`, `0.0`, `tl.zeros([], ...)` or `tl.full([], 0, ...)`: the running sum's start."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.value) == 0
+    empty = m.Arg(m.List(elements=[]))
+    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("zeros")), args=[empty, m.ZeroOrMore()])):
+        return True
+    return m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("full")), args=[empty, m.Arg(m.Integer("0") | m.Float()), m.ZeroOrMore()])) \
+        and float(expr.args[1].value.value) == 0  # type: ignore[attr-defined]
+
+
+def _store_parts(stmt: cst.SimpleStatementLine) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.Arg | None]:
+    """(pointer, value, mask argument) of a `tl.store(...)` statement."""
+    call: cst.Call = stmt.body[0].value  # type: ignore[attr-defined]
+    pos = [a for a in call.args if a.keyword is None]
+    kw = {a.keyword.value: a for a in call.args if a.keyword}
+    ptr = pos[0].value if pos else kw["pointer"].value
+    value = pos[1].value if len(pos) > 1 else kw["value"].value
+    return ptr, value, pos[2] if len(pos) > 2 else kw.get("mask")
 
 
 def _merge_name(kernel: str) -> str:
