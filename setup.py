@@ -44,5 +44,6 @@ setup(
         "patterns": ["library/**/*", "catalog/templates/*", "catalog_templates/*", "py.typed"],
         "patterns.kernels": ["**/*.md"],
         "patterns.rewriter": ["templates/**/*"],
+        "patterns.serving": ["native/*.c"],
     },
 )
