@@ -518,6 +518,38 @@ class LiveImpl(_Strict):
     origin: str = Field("", description="the file it was copied from, for the reader")
 
 
+class EngineOp(_Strict):
+    """Which implementation of one op the serving engine ran, and how it compared with the reference."""
+
+    op: str
+    impl: Literal["reference", "live"]
+    version: int | None = Field(None, description="registry version; None for the PyTorch reference")
+    pattern: str = ""
+    sha256: str = ""
+    file: str
+    calls: int = 0
+    max_abs_err: float | None = Field(None, description="with --verify: max |live - reference| over every call")
+    within_tolerance: bool | None = Field(None, description="with --verify: every call within the op's tolerance")
+    mismatch: str = Field("", description="with --verify: the first element outside the tolerance")
+
+
+class EngineReport(_Strict):
+    """One batched generation of the serving engine: latency metrics and what ran."""
+
+    device: str
+    impl: Literal["reference", "live"]
+    model: dict[str, Any]
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    ttft_ms: float = Field(description="time to first token: the prompt's steps and the first sampled token")
+    itl_ms_median: float = Field(description="inter-token latency, median over the decode steps")
+    itl_ms_p90: float
+    tokens_per_s: float = Field(description="generated tokens of the whole batch per second of generation")
+    ops: list[EngineOp]
+    tokens: list[list[int]] = Field(description="generated token ids per sequence")
+
+
 class KernelReport(_Strict):
     """`patterns suggest` for one kernel: its bottleneck and what to do about it."""
 
@@ -541,6 +573,83 @@ class SuggestReport(_Strict):
     shapes: dict[str, int] = Field(default_factory=dict)
     profile: str | None = None
     kernels: list[KernelReport]
+
+
+# --------------------------------------------------------------------------------------
+# The agent (patterns.agent): hypotheses, the feedback trail, review items, the journal
+# --------------------------------------------------------------------------------------
+
+
+class Hypothesis(_Strict):
+    """Why a pattern should help this op, in the estimate's (or a profile's) numbers, and what would show it."""
+
+    pattern_id: str
+    text: str
+    prediction: str = Field(description="what the gate should show if the hypothesis is right")
+    shape: dict[str, int] = Field(default_factory=dict, description="the shape whose analysis gave the numbers")
+    source: Literal["estimate", "profile", "llm"] = "estimate"
+
+
+class Attempt(_Strict):
+    """One step of the agent's feedback trail: what it tried, what the gate said, what it did next."""
+
+    step: int = Field(ge=1)
+    pattern_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    base: str = Field("target", description="'target', or the sha256 of the candidate this one was built on")
+    origin: Literal["rewrite", "llm-patch"] = "rewrite"
+    outcome: Literal["passed", "failed", "refused", "already-applied", "invalid"]
+    layer: str = Field("", description="where it stopped: rewrite, import, llm, or the failing check's layer")
+    reason: str = ""
+    action: str = Field("", description="the next action the feedback chose (patterns.agent.policy.ACTIONS)")
+    candidate: str = Field("", description="the candidate file, when one was written")
+    sha256: str = Field("", description="sha256 of the candidate's source")
+    bundle: str = Field("", description="evidence bundle JSON, when the gate ran")
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies the work: the same pattern, parameters and base are never validated twice."""
+        import json
+
+        return (self.pattern_id, json.dumps(self.params, sort_keys=True), self.base)
+
+
+class ReviewItem(_Strict):
+    """A validated candidate waiting for (or past) a person's decision; stored by patterns.agent.review."""
+
+    id: str = Field(pattern=r"^[a-z0-9_]+-[0-9a-f]{10}$")
+    op: str
+    run: str
+    target: str = Field(description="file the change merges into (kernels/<op>/baseline.py by default)")
+    target_sha256: str = Field(description="the target's sha256 when the candidate was made; accept refuses if it changed")
+    symbol: str = Field(description="the op's entry point (the launcher)")
+    pattern_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    safety: Safety
+    origin: Literal["rewrite", "llm-patch"] = "rewrite"
+    candidate: str
+    candidate_sha256: str
+    diff: str
+    bundle: str
+    device: str
+    grid: str = Field(description="the correctness grid the gate used, e.g. 'all 4 shapes' or 'first 1 of 4 shapes'")
+    hypothesis: Hypothesis
+    trail: list[Attempt] = Field(default_factory=list)
+    created: str
+    status: Literal["pending", "accepted", "rejected"] = "pending"
+    decided_by: str = ""
+    decided_at: str = ""
+    note: str = ""
+    registry_version: int | None = None
+
+
+class JournalEvent(_Strict):
+    """One line of an agent run's journal (JSONL, appended and fsynced)."""
+
+    seq: int = Field(ge=1)
+    at: str
+    kind: Literal["start", "resume", "plan", "validating", "attempt", "review", "merge", "finish"]
+    data: dict[str, Any] = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------

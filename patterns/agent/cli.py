@@ -72,3 +72,10 @@ def serving_rollback(op: str = typer.Argument(..., help="op under kernels/")) ->
 
     impl = Registry().rollback(op)
     console.print(f"{escape(op)}: rolled back, v{impl.version} is live ({escape(impl.pattern or 'baseline')}, sha256 {impl.sha256[:12]})")
+
+
+# the engine and the prefill/KV-transfer benchmark live with the serving stack (torch is imported inside)
+from patterns.serving.cli import engine_command, prefill_command  # noqa: E402
+
+serving_app.command("engine")(engine_command)
+serving_app.command("prefill")(prefill_command)

@@ -1,0 +1,144 @@
+"""`patterns serving engine` and `patterns serving prefill`.
+
+Torch, the model and the registry are imported inside the commands, so
+registering them costs the `patterns` command nothing at start-up. Bad input is
+one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+FORMATS = ("table", "json")
+
+
+def _bad_input(message: str) -> NoReturn:
+    Console(stderr=True).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def engine_command(
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="sequences generated together")] = 4,
+    prompt_len: Annotated[int, typer.Option("--prompt-len", min=1, help="prompt tokens per sequence (seeded random ids)")] = 8,
+    steps: Annotated[int, typer.Option("--steps", "-n", min=2, help="tokens generated per sequence")] = 16,
+    impl: Annotated[str, typer.Option(help="auto (live on a GPU, reference on a CPU), reference (PyTorch) or live (the registry's Triton kernels)")] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    model: Annotated[str, typer.Option(help="model preset: tiny (CPU, seconds) or small (GPU-sized heads)")] = "tiny",
+    verify: Annotated[bool, typer.Option("--verify", help="shadow every live call with the reference and compare within the op's tolerance")] = False,
+    seed: Annotated[int, typer.Option(help="seed of the prompts")] = 0,
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """Batched greedy generation with the hybrid decoder: time to first token, inter-token latency, tokens/s."""
+    if format not in FORMATS:
+        _bad_input(f"unknown format '{format}' (table or json)")
+    from patterns.serving.engine import Engine, EngineError
+    from patterns.serving.model import PRESETS
+    from patterns.serving.registry import RegistryError
+
+    if model not in PRESETS:
+        _bad_input(f"unknown model preset '{model}' ({', '.join(PRESETS)})")
+    try:
+        engine = Engine(PRESETS[model], impl=impl, device=device, verify=verify)  # type: ignore[arg-type]
+        with Console(stderr=True).status(f"generating {batch} x {steps} tokens ({engine.impl} ops on {engine.device})…"):
+            report = engine.generate(engine.prompts(batch, prompt_len, seed), steps)
+    except (EngineError, RegistryError) as e:
+        _bad_input(str(e))
+    console = Console()
+    if format == "json":
+        console.print_json(report.model_dump_json())
+    else:
+        console.print(engine_tables(report))
+    failed = [op.op for op in report.ops if op.within_tolerance is False]
+    raise typer.Exit(1 if failed else 0)
+
+
+def engine_tables(report) -> Table:
+    metrics = Table(title=f"engine: {report.impl} ops on {report.device}, batch {report.batch}, prompt {report.prompt_len}, {report.new_tokens} new tokens", title_justify="left")
+    for col in ("time to first token", "inter-token latency (median)", "inter-token latency (p90)", "tokens/s"):
+        metrics.add_column(col, justify="right")
+    metrics.add_row(f"{report.ttft_ms:.1f} ms", f"{report.itl_ms_median:.2f} ms", f"{report.itl_ms_p90:.2f} ms", f"{report.tokens_per_s:.1f}")
+    verified = any(op.within_tolerance is not None for op in report.ops)
+    ops = Table(title="what ran", title_justify="left")
+    for col in ("op", "implementation", "sha256", "calls", *(("max |live - ref|", "within tolerance") if verified else ())):
+        ops.add_column(col, overflow="fold", no_wrap=col in ("op", "sha256", "calls"))
+    for op in report.ops:
+        if op.impl == "live":
+            runs = f"v{op.version} ({op.pattern or 'baseline'}) {Path(op.file).name}"
+        else:
+            runs = f"reference {Path(op.file).name}"
+        row = [escape(op.op), escape(runs), op.sha256[:8] or "-", str(op.calls)]
+        if verified:
+            err = f"{op.max_abs_err:.2e}" if op.max_abs_err is not None else "-"
+            row += [err, {True: "[green]yes[/]", False: f"[bold red]no[/]: {escape(op.mismatch)}", None: "-"}[op.within_tolerance]]
+        ops.add_row(*row)
+    grid = Table.grid()
+    grid.add_row(metrics)
+    grid.add_row(ops)
+    return grid
+
+
+def prefill_command(
+    impl: Annotated[Optional[list[Path]], typer.Option("--impl", help="prefill file to measure (repeatable; default: the package's serving/prefill.py)")] = None,
+    rounds: Annotated[int, typer.Option(min=1, help="interleaved rounds of prefill alone vs prefill + transfer")] = 15,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda: where the layers and the KV pool live")] = "auto",
+    trace: Annotated[Optional[Path], typer.Option(help="write the last round's thread timelines as Chrome trace JSON (Perfetto)")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """Prefill with KV-cache transfer: the gap to prefill alone, against the 5% rule (exit 1 when it fails)."""
+    if format not in FORMATS:
+        _bad_input(f"unknown format '{format}' (table or json)")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import patterns.serving.prefill as baseline
+    from patterns.serving.trace import write_trace
+    from patterns.validation.loader import GateInputError
+    from patterns.validation.overlap import measure, to_check
+
+    files = impl or [Path(baseline.__file__)]
+    checks, timelines = [], {}
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
+            for path in files:
+                task = progress.add_task(f"{path.name}: rounds", total=rounds)
+                m = measure(path, rounds, device, on_round=lambda _: progress.advance(task))
+                checks.append(to_check(m))
+                timelines.update({f"{path.name}: {label}": t for label, t in m.timelines.items()})
+    except GateInputError as e:
+        _bad_input(str(e))
+    if trace is not None:
+        write_trace(trace, timelines)
+    console = Console()
+    if format == "json":
+        console.print_json(json.dumps([c.model_dump() for c in checks]))
+    else:
+        console.print(prefill_table(checks))
+        if trace is not None:
+            console.print(f"trace: {escape(str(trace))} (open in https://ui.perfetto.dev)")
+    raise typer.Exit(0 if all(c.passed for c in checks) else 1)
+
+
+def prefill_table(checks) -> Table:
+    first = checks[0].details
+    load = first.get("load_average_1min")
+    table = Table(title=f"prefill + KV transfer vs prefill alone ({first['device']}, {first['rounds']} rounds" + (f", load {load:.1f}" if load is not None else "") + ")", title_justify="left")
+    for col in ("implementation", "alone", "+ transfer", "gap (median)", "95% CI", "waits overlapping", "≤ 5%"):
+        table.add_column(col, justify="left" if col == "implementation" else "right")
+    for c in checks:
+        d = c.details
+        lo, hi = d["gap_ci95"]
+        verdict = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
+        table.add_row(
+            escape(d["impl"]), f"{d['alone_ms_median']:.1f} ms", f"{d['with_transfer_ms_median']:.1f} ms", f"{100 * d['gap_median']:+.1f}%",
+            f"{100 * lo:+.1f}%..{100 * hi:+.1f}%", f"{100 * d['native_overlap_median']:.0f}%", verdict,
+        )
+    failed = [f"{Path(c.details['impl']).name}: {c.reason}" for c in checks if not c.passed]
+    if failed:
+        table.caption = escape("\n".join(failed))
+        table.caption_justify = "left"
+    return table
