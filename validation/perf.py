@@ -105,21 +105,37 @@ def bootstrap_ci(values: np.ndarray, n: int = 2000, seed: int = 0) -> tuple[floa
     return float(lo), float(hi)
 
 
+def time_interleaved(fns: dict[str, Callable[[], Any]], device: str, rounds: int, inner: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """GPU time per launch (ms) of each function, one value per round, all measured side by side.
+
+    Each function is captured in a CUDA graph of `inner` launches (default: its own
+    count for a ~2 ms replay), each launch after an L2 flush; a graph of the flushes
+    alone is subtracted. Round r replays the graphs in an order rotated by r (and
+    reversed every other cycle), so no function always runs first or after the
+    same neighbour.
+    """
+    flush = _flush_buffer(device)
+    inners = {name: inner or _inner_count(fn, flush) for name, fn in fns.items()}
+    graphs = {name: _capture(fn, flush, inners[name]) for name, fn in fns.items()}
+    flushes = {n: _capture(lambda: None, flush, n) for n in set(inners.values())}
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(max(rounds, 1)):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order if (r // len(names)) % 2 == 0 else order[::-1]:
+            t = _replay_ms(graphs[name])
+            f = _replay_ms(flushes[inners[name]])
+            times[name].append(max(t - f, 1e-6) / inners[name])
+    del graphs, flushes
+    return {name: np.array(v) for name, v in times.items()}, inners
+
+
 def measure_shape(spec: OpSpec, baseline: Impl, candidate: Impl, shape: dict, dtype: str, device: str, rounds: int) -> dict[str, Any]:
     inputs = spec.make_inputs(dict(shape), dtype, spec.seeds[0], device)
-    flush = _flush_buffer(device)
     args = {"baseline": clone_inputs(inputs), "candidate": clone_inputs(inputs)}
     fns = {role: (lambda impl=impl, a=args[role]: impl.launcher(**a)) for role, impl in (("baseline", baseline), ("candidate", candidate))}
-    inner = _inner_count(fns["baseline"], flush)
-    graphs = {role: _capture(fn, flush, inner) for role, fn in fns.items()}
-    graphs["flush"] = _capture(lambda: None, flush, inner)
-    times: dict[str, list[float]] = {"baseline": [], "candidate": []}
-    for r in range(max(rounds, MIN_ROUNDS)):
-        order = ("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")
-        for role in order:
-            t = _replay_ms(graphs[role])
-            f = _replay_ms(graphs["flush"])
-            times[role].append(max(t - f, 1e-6) / inner)
+    inner = _inner_count(fns["baseline"], _flush_buffer(device))
+    times, _ = time_interleaved(fns, device, max(rounds, MIN_ROUNDS), inner=inner)
     tb, tc = np.array(times["baseline"]), np.array(times["candidate"])
     ratios = tb / tc
     lo, hi = bootstrap_ci(ratios)
