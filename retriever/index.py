@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from patterns.library import Entry
+from patterns.retriever.embedding import DIM, embed_queries
 
 COLLECTION = "patterns"
 
@@ -164,7 +165,7 @@ def ranking_data(queries: list[str], entries: list[Entry], chroma_url: str | Non
                  progress=None) -> tuple[list[dict[str, float]], dict[str, float]]:
     """Similarities of each query to each pattern, and each pattern's generality (one snapshot read)."""
     path = path or default_index_dir()
-    vecs = _encode_queries(queries, path) if queries else np.zeros((0, 384), np.float32)
+    vecs = _encode_queries(queries, path) if queries else np.zeros((0, DIM), np.float32)
     if chroma_url:
         from patterns.retriever.retrieve import generality
 
@@ -191,13 +192,8 @@ def similarities_many(queries: list[str], entries: list[Entry], **kw) -> list[di
     return ranking_data(queries, entries, **kw)[0]
 
 
-QUERY_TOKENS = 128  # a kernel's description: its docstring and bottleneck read in the first sentences
-
-
 def _encode_queries(queries: list[str], path: Path) -> np.ndarray:
     """Embed queries, reusing earlier embeddings of the same text (an unchanged kernel re-queried)."""
-    from patterns.retriever.embedding import query_encoder
-
     cache = path / "queries"
     keys = [hashlib.sha256(q.encode()).hexdigest()[:24] for q in queries]
     out: list[np.ndarray | None] = []
@@ -206,9 +202,9 @@ def _encode_queries(queries: list[str], path: Path) -> np.ndarray:
             out.append(np.load(cache / f"{k}.npy", allow_pickle=False))
         except (OSError, ValueError):
             out.append(None)
-    missing = sorted({i for i, v in enumerate(out) if v is None or v.shape != (384,)}, key=lambda i: queries[i])
+    missing = [i for i, v in enumerate(out) if v is None or v.shape != (DIM,)]
     if missing:
-        fresh = query_encoder()([queries[i] for i in missing], max_tokens=QUERY_TOKENS)
+        fresh = embed_queries([queries[i] for i in missing])
         cache.mkdir(parents=True, exist_ok=True)
         for i, vec in zip(missing, fresh):
             out[i] = vec

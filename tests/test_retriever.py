@@ -95,12 +95,26 @@ def decode(x):
 
 @pytest.mark.slow
 def test_numpy_encoder_matches_sentence_transformers():
-    from patterns.retriever.embedding import NumpyEncoder, SentenceTransformerEncoder
+    """The index and the queries are embedded in numpy; sentence-transformers on the same folder is the reference."""
+    from sentence_transformers import SentenceTransformer
 
-    texts = ["split the KV axis of a decode kernel that under-fills the GPU", "fp32 dot chain loses precision in TF32", "x"]
-    a, b = NumpyEncoder()(texts), SentenceTransformerEncoder()(texts)
-    assert np.abs(a - b).max() < 1e-5
-    assert np.allclose((a * b).sum(1), 1.0, atol=1e-5)
+    from patterns.retriever.embedding import MAX_TOKENS, QUERY_TOKENS, NumpyEncoder, model_dir
+
+    reference = SentenceTransformer(str(model_dir()), device="cpu")
+    assert reference.max_seq_length == MAX_TOKENS
+    # real pattern texts (all longer than MAX_TOKENS: truncation), short queries, one token, non-ASCII
+    texts = [e.pattern.search_text() for e in load_library()[:6]]
+    texts += ["split the KV axis of a decode kernel that under-fills the GPU", "fp32 dot chain loses precision in TF32", "x", "µs — naïve"]
+    enc = NumpyEncoder()
+    ours = enc(texts, MAX_TOKENS, threads=2)
+    ref = reference.encode(texts, normalize_embeddings=True, batch_size=4)
+    assert np.abs(ours - ref).max() < 1e-5
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-6)
+    # one text alone, or packed with others, embeds the same
+    assert np.abs(enc(texts[-3:], MAX_TOKENS) - ours[-3:]).max() < 1e-6
+    # the query length: the reference truncated the same way
+    reference.max_seq_length = QUERY_TOKENS
+    assert np.abs(enc(texts[:2], QUERY_TOKENS) - reference.encode(texts[:2], normalize_embeddings=True)).max() < 1e-5
 
 
 @pytest.fixture()
