@@ -16,9 +16,6 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
-from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 
 from patterns.library import Entry, LibraryError, check_entry, get, load_library
@@ -121,6 +118,8 @@ def list_cmd(
 
 
 def example_diff(e: Entry) -> str:
+    import difflib
+
     before = e.file("before.py").read_text().splitlines(keepends=True)
     after = e.file("after.py").read_text().splitlines(keepends=True)
     return "".join(difflib.unified_diff(before, after, f"{e.id}/before.py", f"{e.id}/after.py"))
@@ -132,6 +131,11 @@ def show_cmd(
     format: Format = typer.Option(Format.table, "--format", help="table (rendered) or json"),
 ) -> None:
     """Show one pattern: mechanism, conditions, evidence, traps and the before→after diff."""
+    # rendering-only imports: markdown-it and pygments cost every other command ~0.1 s
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
     e = get(pattern_id)
     p = e.pattern
     if format == Format.json:

@@ -75,7 +75,7 @@ def extract_file(path: str | Path) -> FileFacts:
             pass  # corrupt or stale entry: extract again
     facts = extract_source(text, str(p))
     if entry is not None:
-        _write_atomic(entry, facts.model_dump_json().encode())
+        write_atomic(entry, facts.model_dump_json().encode())
     return facts
 
 
@@ -89,9 +89,11 @@ def _relocate(facts: FileFacts, path: str) -> FileFacts:
     return facts
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
+def write_atomic(target: Path, data: bytes) -> None:
+    """A cache file appears whole or not at all; a read-only cache only costs speed."""
     import tempfile
 
+    tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
@@ -99,4 +101,5 @@ def _write_atomic(target: Path, data: bytes) -> None:
             f.write(data)
         os.replace(tmp, target)
     except OSError:
-        pass  # a read-only cache only costs speed
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -9,15 +9,19 @@ Every problem is reported as one line `file: field: problem`.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import pydantic
 import yaml
 from pydantic import ValidationError
 
-from patterns.facts import FactsError, extract_file
+from patterns.facts import FactsError, extract_file, write_atomic
 from patterns.predicates import Subject, evaluate
 from patterns.types import FileFacts, Pattern, Verdict
 
@@ -97,8 +101,48 @@ def _stamp(root: Path) -> tuple:
 
 @lru_cache(maxsize=4)
 def _load_cached(root: str, stamp: tuple) -> tuple[Entry, ...]:
-    entries: dict[str, Entry] = {}
     folders = sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    snapshot = _snapshot_file(root, folders)
+    if snapshot is not None and snapshot.exists():
+        try:
+            return pickle.loads(snapshot.read_bytes())
+        except Exception:  # corrupt or from other code: validate again
+            pass
+    entries = _validate_all(folders)
+    if snapshot is not None:
+        write_atomic(snapshot, pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+        for old in snapshot.parent.glob(snapshot.name.split("-")[0] + "-*.pickle"):
+            if old != snapshot:
+                old.unlink(missing_ok=True)
+    return entries
+
+
+def _snapshot_file(root: str, folders: list[Path]) -> Path | None:
+    """Where the validated library is kept, named by everything validation depends on.
+
+    Parsing and validating every pattern.yaml dominates the start-up of
+    `patterns suggest`; a library already validated with the same pattern
+    files, the same schema and predicate code, and the same pydantic is read
+    back from a pickle instead. Any change gives a new name, so full validation.
+    """
+    if os.environ.get("PATTERNS_NO_LIBRARY_CACHE"):
+        return None
+    h = hashlib.sha256(f"{sys.version}\0{pydantic.VERSION}\0{root}".encode())
+    for module in ("types.py", "predicates.py", "library.py"):
+        h.update(Path(__file__).with_name(module).read_bytes())
+    for folder in folders:
+        try:
+            h.update(f"\0{folder.name}\0".encode() + (folder / "pattern.yaml").read_bytes())
+        except OSError:
+            return None  # a missing pattern.yaml: validation reports it
+    from platformdirs import user_cache_dir
+
+    where = Path(os.environ.get("PATTERNS_LIBRARY_CACHE") or Path(user_cache_dir("patterns")) / "library")
+    return where / f"{hashlib.sha256(root.encode()).hexdigest()[:12]}-{h.hexdigest()[:32]}.pickle"
+
+
+def _validate_all(folders: list[Path]) -> tuple[Entry, ...]:
+    entries: dict[str, Entry] = {}
     for folder in folders:
         yaml_path = folder / "pattern.yaml"
         if not yaml_path.exists():

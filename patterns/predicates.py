@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Literal
 
 from pydantic import ConfigDict, ValidationError, create_model
@@ -46,7 +47,8 @@ def predicate(scope: Literal["kernel", "file"] = "kernel"):
             if p.kind is inspect.Parameter.KEYWORD_ONLY:
                 default = ... if p.default is inspect.Parameter.empty else p.default
                 fields[p.name] = (p.annotation, default)
-        model = create_model(f"{func.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        # built on first use: only validating a pattern's conditions needs it
+        model = create_model(f"{func.__name__}_args", __config__=ConfigDict(extra="forbid", defer_build=True), **fields)
         doc = inspect.getdoc(func) or ""
         PREDICATES[func.__name__] = PredicateSpec(func.__name__, func, model, doc.splitlines()[0] if doc else "", scope)
         return func
@@ -114,7 +116,13 @@ def _kernel(s: Subject) -> KernelFacts:
 
 
 def _matches_any(value: str, patterns: list[str]) -> bool:
-    return any(re.fullmatch(p, value) for p in patterns)
+    return any(p.fullmatch(value) for p in _compiled(tuple(patterns)))
+
+
+@lru_cache(maxsize=None)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern, ...]:
+    # conditions run over every kernel of the library (generality): skip re's per-call cache lookup
+    return tuple(map(re.compile, patterns))
 
 
 # --------------------------------------------------------------------------------------
@@ -320,6 +328,13 @@ def program_ids(s: Subject, *, min_axes: int = 1, max_axes: int = 3) -> Verdict:
     return Verdict(ok=ok, lines=lines if ok else [], reasons=[f"{len(axes)} program_id axes"])
 
 
+@lru_cache(maxsize=None)
+def _scaled_by(block: str) -> re.Pattern:
+    """`v * BLOCK` or `BLOCK * v`, capturing v."""
+    b = re.escape(block)
+    return re.compile(rf"\b(\w+)\s*\*\s*{b}\b|\b{b}\s*\*\s*(\w+)\b")
+
+
 def _tile_indices(k: KernelFacts, blocks: list[str]) -> dict[str, int]:
     """Variables v with `v * BLOCK` in an assignment or call: tile indices -> line."""
     found: dict[str, int] = {}
@@ -327,7 +342,7 @@ def _tile_indices(k: KernelFacts, blocks: list[str]) -> dict[str, int]:
     texts += [(c.line, a) for c in k.calls for a in [*c.args, *c.kwargs.values()]]
     for line, text in texts:
         for b in blocks:
-            for m in re.finditer(rf"\b(\w+)\s*\*\s*{re.escape(b)}\b|\b{re.escape(b)}\s*\*\s*(\w+)\b", text):
+            for m in _scaled_by(b).finditer(text):
                 v = m.group(1) or m.group(2)
                 if v in k.pid_deps:  # only indices that come from the grid
                     found.setdefault(v, line)

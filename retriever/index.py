@@ -4,27 +4,31 @@
 it into a ChromaDB collection, incrementally: a pattern whose content hash is
 unchanged is not re-embedded, a removed pattern is deleted.
 
-Beside the embedded collection the build writes `snapshot.npz` (ids, content
-hashes, embeddings exported from the collection). `patterns suggest` reads the
-snapshot on its hot path because importing chromadb alone costs ~1.7 s here;
-the snapshot is used only while every hash matches the library, otherwise the
-index is rebuilt from ChromaDB. With `--chroma-url` the server is queried
+Beside the embedded collection the build writes `snapshot.json` (ids, content
+hashes, generality, float32 embeddings exported from the collection).
+`patterns suggest` reads the snapshot on its hot path, in plain Python:
+importing chromadb costs ~1.7 s and numpy ~0.1 s here, and a few hundred dot
+products of 384 floats cost less than either. The snapshot is used only while
+every hash matches the library, otherwise the index is rebuilt from ChromaDB.
+Query embeddings are cached by text, so numpy and the encoder load only for a
+kernel description not seen before. With `--chroma-url` the server is queried
 directly.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import shutil
-import tempfile
+from array import array
 from dataclasses import dataclass
+from operator import mul
 from pathlib import Path
 from urllib.parse import urlparse
 
-import numpy as np
-
+from patterns.facts import write_atomic
 from patterns.library import Entry
-from patterns.retriever.embedding import DIM, embed_queries
 
 COLLECTION = "patterns"
 
@@ -128,44 +132,49 @@ def build_index(entries: list[Entry], chroma_url: str | None = None, path: Path 
     return IndexStats(added, len(changed) - added, len(removed), len(entries) - len(changed), chroma_url or str(path))
 
 
+SNAPSHOT = "snapshot.json"
+
+
+def _pack(vector) -> str:
+    return base64.b64encode(array("f", map(float, vector)).tobytes()).decode()
+
+
+def _unpack(text: str) -> array:
+    return array("f", base64.b64decode(text))
+
+
 def _write_snapshot(col, path: Path, entries: list[Entry]) -> None:
+    from patterns.retriever.embedding import MODEL_NAME
     from patterns.retriever.retrieve import generality
 
     data = col.get(include=["embeddings", "metadatas"])
-    ids = list(data["ids"])
-    hashes = [(m or {}).get("hash", "") for m in data["metadatas"]]
-    emb = np.asarray(data["embeddings"], dtype=np.float32).reshape(len(ids), -1)
     general = generality(entries)
-    fd, tmp = tempfile.mkstemp(dir=path, suffix=".npz")
-    os.close(fd)
-    np.savez(tmp, ids=np.array(ids), hashes=np.array(hashes), embeddings=emb,
-             generality=np.array([general.get(i, 1.0) for i in ids], dtype=np.float32))
-    os.replace(tmp, path / "snapshot.npz")
+    rows = [
+        {"id": i, "hash": (m or {}).get("hash", ""), "generality": general.get(i, 1.0), "embedding": _pack(vec)}
+        for i, m, vec in zip(data["ids"], data["metadatas"], data["embeddings"])
+    ]
+    write_atomic(path / SNAPSHOT, json.dumps({"model": MODEL_NAME, "float32": "native byte order", "patterns": rows}).encode())
 
 
-def load_snapshot(entries: list[Entry], path: Path | None = None) -> tuple[dict[str, np.ndarray], dict[str, float]] | None:
+def load_snapshot(entries: list[Entry], path: Path | None = None) -> tuple[dict[str, array], dict[str, float]] | None:
     """(id -> embedding, id -> generality), or None when the snapshot is missing, corrupt or stale."""
     path = path or default_index_dir()
-    f = path / "snapshot.npz"
-    if not f.exists():
-        return None
     try:
-        with np.load(f, allow_pickle=False) as z:
-            ids, hashes, emb, gen = list(z["ids"]), list(z["hashes"]), z["embeddings"], z["generality"]
-    except Exception:
-        return None  # corrupt or from an older version: the caller rebuilds
-    current = {e.id: content_hash(e) for e in entries}
-    stored = dict(zip(ids, hashes))
-    if stored != current or emb.shape[0] != len(ids):
+        rows = json.loads((path / SNAPSHOT).read_bytes())["patterns"]
+        vectors = {r["id"]: _unpack(r["embedding"]) for r in rows}
+        stored = {r["id"]: r["hash"] for r in rows}
+        general = {r["id"]: float(r["generality"]) for r in rows}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing, corrupt or from an older version: the caller rebuilds
+    if stored != {e.id: content_hash(e) for e in entries} or len({len(v) for v in vectors.values()}) > 1:
         return None
-    return {i: emb[k] for k, i in enumerate(ids)}, {i: float(gen[k]) for k, i in enumerate(ids)}
+    return vectors, general
 
 
 def ranking_data(queries: list[str], entries: list[Entry], chroma_url: str | None = None, path: Path | None = None,
                  progress=None) -> tuple[list[dict[str, float]], dict[str, float]]:
     """Similarities of each query to each pattern, and each pattern's generality (one snapshot read)."""
     path = path or default_index_dir()
-    vecs = _encode_queries(queries, path) if queries else np.zeros((0, DIM), np.float32)
     if chroma_url:
         from patterns.retriever.retrieve import generality
 
@@ -173,7 +182,8 @@ def ranking_data(queries: list[str], entries: list[Entry], chroma_url: str | Non
         if not queries:
             return [], generality(entries)
         col = _collection(_client(chroma_url, path))
-        res = col.query(query_embeddings=[v.tolist() for v in vecs], n_results=max(1, len(entries)), include=["distances"])
+        vecs = _encode_queries(queries, path)
+        res = col.query(query_embeddings=[list(v) for v in vecs], n_results=max(1, len(entries)), include=["distances"])
         sims = [{i: 1.0 - float(d) for i, d in zip(ids, dists)} for ids, dists in zip(res["ids"], res["distances"])]
         return sims, generality(entries)
     snap = load_snapshot(entries, path)
@@ -183,36 +193,34 @@ def ranking_data(queries: list[str], entries: list[Entry], chroma_url: str | Non
         if snap is None:
             raise IndexError_(f"{path}: index could not be rebuilt")
     vectors, general = snap
-    ids = list(vectors)
-    mat = np.stack([vectors[i] for i in ids]) if ids else np.zeros((0, vecs.shape[1]), np.float32)
-    return [dict(zip(ids, map(float, row))) for row in vecs @ mat.T], general
+    dim = len(next(iter(vectors.values()), ()))
+    # unit vectors: cosine similarity is the dot product
+    return [{i: sum(map(mul, q, v)) for i, v in vectors.items()} for q in _encode_queries(queries, path, dim)], general
 
 
 def similarities_many(queries: list[str], entries: list[Entry], **kw) -> list[dict[str, float]]:
     return ranking_data(queries, entries, **kw)[0]
 
 
-def _encode_queries(queries: list[str], path: Path) -> np.ndarray:
+def _encode_queries(queries: list[str], path: Path, dim: int | None = None) -> list[array]:
     """Embed queries, reusing earlier embeddings of the same text (an unchanged kernel re-queried)."""
     cache = path / "queries"
     keys = [hashlib.sha256(q.encode()).hexdigest()[:24] for q in queries]
-    out: list[np.ndarray | None] = []
+    out: list[array | None] = []
     for k in keys:
         try:
-            out.append(np.load(cache / f"{k}.npy", allow_pickle=False))
+            vec = array("f", (cache / f"{k}.f32").read_bytes())
+            out.append(vec if dim is None or len(vec) == dim else None)
         except (OSError, ValueError):
             out.append(None)
-    missing = [i for i, v in enumerate(out) if v is None or v.shape != (DIM,)]
+    missing = [i for i, v in enumerate(out) if v is None]
     if missing:
-        fresh = embed_queries([queries[i] for i in missing])
-        cache.mkdir(parents=True, exist_ok=True)
-        for i, vec in zip(missing, fresh):
-            out[i] = vec
-            fd, tmp = tempfile.mkstemp(dir=cache, suffix=".npy")
-            os.close(fd)
-            np.save(tmp, vec)
-            os.replace(tmp, cache / f"{keys[i]}.npy")
-    return np.stack(out)
+        from patterns.retriever.embedding import embed_queries
+
+        for i, vec in zip(missing, embed_queries([queries[i] for i in missing])):
+            out[i] = array("f", map(float, vec))
+            write_atomic(cache / f"{keys[i]}.f32", out[i].tobytes())
+    return out
 
 
 def similarities(query: str, entries: list[Entry], **kw) -> dict[str, float]:

@@ -128,7 +128,8 @@ def small_library(tmp_path):
 
 @pytest.mark.slow
 def test_index_is_incremental_and_recovers_from_corruption(small_library, tmp_path, monkeypatch):
-    from patterns.retriever.index import build_index, load_snapshot, similarities
+    from patterns.retriever.embedding import embed_documents, embed_queries
+    from patterns.retriever.index import SNAPSHOT, build_index, load_snapshot, similarities
 
     monkeypatch.setenv("PATTERNS_LIBRARY", str(small_library))
     idx = tmp_path / "idx"
@@ -150,10 +151,55 @@ def test_index_is_incremental_and_recovers_from_corruption(small_library, tmp_pa
     s = build_index(entries, path=idx)
     assert (s.removed, s.unchanged) == (1, 2)
     # a corrupt snapshot is rebuilt, not an error
-    (idx / "snapshot.npz").write_bytes(b"not a zip")
-    sims = similarities("anything", entries, path=idx)
+    (idx / SNAPSHOT).write_bytes(b"not json")
+    query = "split the KV axis of a decode kernel"
+    sims = similarities(query, entries, path=idx)
     assert set(sims) == {e.id for e in entries}
     assert load_snapshot(entries, idx) is not None
+    # the plain-Python ranking through the snapshot and the query cache is the cosine of the two embeddings
+    q = embed_queries([query])[0]
+    docs = embed_documents([e.pattern.search_text() for e in entries])
+    for e, doc in zip(entries, docs):
+        assert sims[e.id] == pytest.approx(float(q @ doc), abs=1e-6)
+    assert similarities(query, entries, path=idx) == sims  # second time from the query cache
+
+
+def test_library_snapshot_is_used_only_for_the_same_content(small_library, tmp_path, monkeypatch):
+    """suggest reads the validated library back from a pickle; any change to a pattern validates it again."""
+    import patterns.library as library
+
+    cache = tmp_path / "libcache"
+    monkeypatch.setenv("PATTERNS_LIBRARY_CACHE", str(cache))
+    monkeypatch.delenv("PATTERNS_NO_LIBRARY_CACHE", raising=False)
+    library._load_cached.cache_clear()
+    first = library.load_library(small_library)
+    assert len(list(cache.glob("*.pickle"))) == 1
+    library._load_cached.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(library, "load_pattern", lambda path: pytest.fail("validated again although unchanged"))
+        again = library.load_library(small_library)
+    assert [e.pattern for e in again] == [e.pattern for e in first]
+    assert [e.folder for e in again] == [e.folder for e in first]
+    # an edit: the new content, validated; the stale snapshot is replaced
+    y = small_library / first[0].id / "pattern.yaml"
+    y.write_text(y.read_text().replace(first[0].pattern.title, "Edited title", 1))
+    library._load_cached.cache_clear()
+    assert library.load_library(small_library)[0].pattern.title == "Edited title"
+    assert len(list(cache.glob("*.pickle"))) == 1
+    # an invalid pattern is reported, whatever was cached before
+    y.write_text(y.read_text() + "\nnot_a_field: 1\n")
+    library._load_cached.cache_clear()
+    with pytest.raises(library.LibraryError, match="not_a_field: unknown field"):
+        library.load_library(small_library)
+    # a corrupt snapshot only costs the validation
+    y.write_text(y.read_text().replace("\nnot_a_field: 1\n", ""))
+    library._load_cached.cache_clear()
+    library.load_library(small_library)
+    (snap,) = cache.glob("*.pickle")
+    snap.write_bytes(b"garbage")
+    library._load_cached.cache_clear()
+    assert library.load_library(small_library)[0].pattern.title == "Edited title"
+    library._load_cached.cache_clear()
 
 
 def _free_port() -> int:
@@ -202,7 +248,7 @@ def test_suggest_and_search_against_a_chroma_server(chroma_server, small_library
     r = run_cli("search", "reduce precision error", "--chroma-url", chroma_server, "--format", "json", env=env)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)) == 3
-    assert not (tmp_path / "unused" / "snapshot.npz").exists()  # the server, not the embedded index, answered
+    assert not (tmp_path / "unused" / "snapshot.json").exists()  # the server, not the embedded index, answered
 
 
 # --------------------------------------------------------------------------------------
@@ -294,7 +340,7 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path, index_env):
 def test_corrupt_index_is_rebuilt(tmp_path):
     idx = tmp_path / "idx"
     idx.mkdir()
-    (idx / "snapshot.npz").write_bytes(b"\x00garbage")
+    (idx / "snapshot.json").write_bytes(b"\x00garbage")
     (idx / "chroma").mkdir()
     (idx / "chroma" / "chroma.sqlite3").write_bytes(b"not a database")
     r = run_cli("suggest", TF32 / "before.py", "--format", "json", env={"PATTERNS_INDEX_DIR": str(idx)})
