@@ -64,19 +64,19 @@ def engine_tables(report) -> Table:
         metrics.add_column(col, justify="right")
     metrics.add_row(f"{report.ttft_ms:.1f} ms", f"{report.itl_ms_median:.2f} ms", f"{report.itl_ms_p90:.2f} ms", f"{report.tokens_per_s:.1f}")
     verified = any(op.within_tolerance is not None for op in report.ops)
-    ops = Table(title="what ran", title_justify="left")
-    for col in ("op", "implementation", "sha256", "calls", *(("max |live - ref|", "within tolerance") if verified else ())):
-        ops.add_column(col, overflow="fold", no_wrap=col in ("op", "sha256", "calls"))
+    ops = Table(title="what ran (the registry's live versions, or the PyTorch references)", title_justify="left")
+    for col in ("op", "version", "pattern", "sha256", "calls", *(("max |live - ref|", "in tolerance") if verified else ())):
+        ops.add_column(col, no_wrap=True)
     for op in report.ops:
-        if op.impl == "live":
-            runs = f"v{op.version} ({op.pattern or 'baseline'}) {Path(op.file).name}"
-        else:
-            runs = f"reference {Path(op.file).name}"
-        row = [escape(op.op), escape(runs), op.sha256[:8] or "-", str(op.calls)]
+        live = op.impl == "live"
+        row = [escape(op.op), f"v{op.version}" if live else "reference", escape(op.pattern or "baseline") if live else "-", op.sha256[:8] or "-", str(op.calls)]
         if verified:
             err = f"{op.max_abs_err:.2e}" if op.max_abs_err is not None else "-"
-            row += [err, {True: "[green]yes[/]", False: f"[bold red]no[/]: {escape(op.mismatch)}", None: "-"}[op.within_tolerance]]
+            row += [err, {True: "[green]yes[/]", False: "[bold red]no[/]", None: "-"}[op.within_tolerance]]
         ops.add_row(*row)
+    mismatches = [f"{op.op} v{op.version}: {op.mismatch}" for op in report.ops if op.mismatch]
+    if mismatches:
+        ops.caption, ops.caption_justify = escape("\n".join(mismatches)), "left"
     grid = Table.grid()
     grid.add_row(metrics)
     grid.add_row(ops)
@@ -108,7 +108,7 @@ def prefill_command(
                 task = progress.add_task(f"{path.name}: rounds", total=rounds)
                 m = measure(path, rounds, device, on_round=lambda _: progress.advance(task))
                 checks.append(to_check(m))
-                timelines.update({f"{path.name}: {label}": t for label, t in m.timelines.items()})
+                timelines.update({f"{path}: {label}": t for label, t in m.timelines.items()})
     except GateInputError as e:
         _bad_input(str(e))
     if trace is not None:
@@ -127,15 +127,15 @@ def prefill_table(checks) -> Table:
     first = checks[0].details
     load = first.get("load_average_1min")
     table = Table(title=f"prefill + KV transfer vs prefill alone ({first['device']}, {first['rounds']} rounds" + (f", load {load:.1f}" if load is not None else "") + ")", title_justify="left")
-    for col in ("implementation", "alone", "+ transfer", "gap (median)", "95% CI", "waits overlapping", "≤ 5%"):
-        table.add_column(col, justify="left" if col == "implementation" else "right")
+    for col in ("implementation", "alone", "+transfer", "gap", "gap 95% CI", "waits overlap", "≤5%"):
+        table.add_column(col, justify="left" if col == "implementation" else "right", overflow="fold", no_wrap=col != "implementation")
     for c in checks:
         d = c.details
         lo, hi = d["gap_ci95"]
         verdict = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
         table.add_row(
             escape(d["impl"]), f"{d['alone_ms_median']:.1f} ms", f"{d['with_transfer_ms_median']:.1f} ms", f"{100 * d['gap_median']:+.1f}%",
-            f"{100 * lo:+.1f}%..{100 * hi:+.1f}%", f"{100 * d['native_overlap_median']:.0f}%", verdict,
+            f"{100 * lo:+.1f}..{100 * hi:+.1f}%", f"{100 * d['native_overlap_median']:.0f}%", verdict,
         )
     failed = [f"{Path(c.details['impl']).name}: {c.reason}" for c in checks if not c.passed]
     if failed:

@@ -151,7 +151,8 @@ class Engine:
                 logits = self.model.step(token, cache, self.ops)
         return torch.stack(out, dim=1), stamps, logits
 
-    def generate(self, prompts: torch.Tensor, new_tokens: int) -> EngineReport:
+    def generate(self, prompts: torch.Tensor, new_tokens: int, warmup: bool = True) -> EngineReport:
+        """Generate `new_tokens` per sequence after a warm-up (first calls: Triton's compiler, allocators, lazy init)."""
         if prompts.ndim != 2 or prompts.shape[0] < 1 or prompts.shape[1] < 1:
             raise EngineError(f"prompts must be [batch, length] with both at least 1 (got {list(prompts.shape)})")
         if new_tokens < 2:
@@ -159,8 +160,8 @@ class Engine:
         if prompts.shape[1] + new_tokens > self.cfg.max_len:
             raise EngineError(f"prompt {prompts.shape[1]} + {new_tokens} new tokens exceed the model's max_len {self.cfg.max_len}")
         with torch.inference_mode():
-            if self.device.startswith("cuda"):
-                self.run(prompts[:, :1], 2)  # Triton compiles each kernel on its first call
+            if warmup:
+                self.run(prompts[:, :1], 2)
                 for op in self.ops.values():
                     op.record.calls = 0
             tokens, stamps, _ = self.run(prompts, new_tokens)

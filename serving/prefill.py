@@ -50,8 +50,8 @@ class PrefillConfig:
     page: int = 16
     # what the two native waits stand for; a layer's pages take 40% of its device time
     # on the wire, so a wait that holds the GIL costs about that much (see serving/README.md)
-    device_us: int = 8000
-    wire_us: int = 3200
+    device_us: int = 16000
+    wire_us: int = 6400
     seed: int = 0
 
 
@@ -108,9 +108,10 @@ def wait_for_completion(us: int, timeline: Timeline, i_l: int) -> None:
 def prefill_layer(req: Request, i_l: int, h: torch.Tensor) -> torch.Tensor:
     """One layer: its keys and values into the request's pages, the hidden state through a projection."""
     cfg = req.cfg
-    x, kv = (h @ req.w_qkv[i_l]).split([cfg.hidden, 2 * cfg.kv_heads * cfg.head_dim], dim=-1)
-    req.pool[i_l].view(-1, 2, cfg.kv_heads, cfg.head_dim).index_copy_(0, req.slots, kv.view(-1, 2, cfg.kv_heads, cfg.head_dim))
-    return h + torch.tanh(x) @ req.w_o[i_l]
+    kv_width = 2 * cfg.kv_heads * cfg.head_dim
+    x, kv = torch.mm(h, req.w_qkv[i_l]).split([cfg.hidden, kv_width], dim=-1)
+    req.pool[i_l].view(-1, kv_width).index_copy_(0, req.slots, kv)  # row = page * PAGE + offset
+    return torch.addmm(h, torch.tanh(x), req.w_o[i_l])
 
 
 def _transfer(req: Request, store: KVStore, ready: queue.Queue, timeline: Timeline) -> None:

@@ -37,6 +37,7 @@ import datetime as dt
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -88,8 +89,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temporary file in the same folder, fsync, rename, fsync the folder: all or nothing."""
+def atomic_write_bytes(path: Path, data: bytes, *, keep_mode: bool = False) -> None:
+    """Temporary file in the same folder, fsync, rename, fsync the folder: all or nothing.
+
+    `keep_mode`: the new file gets the permissions of the one it replaces (a user's source file).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -97,6 +101,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if keep_mode and path.exists():
+            shutil.copymode(path, tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -61,7 +61,7 @@ def test_the_registry_decides_which_version_runs(reg: Registry, tmp_path: Path) 
     reg.promote(op, v2.version)
 
     swapped = Engine(CFG, impl="live", device="cpu", registry=reg, verify=True)
-    report = swapped.generate(swapped.prompts(BATCH, PROMPT), NEW)
+    report = swapped.generate(swapped.prompts(BATCH, PROMPT), NEW, warmup=False)
     ran = {r.op: r for r in report.ops}
     assert (ran[op].version, ran[op].pattern, ran[op].sha256) == (2, "test-variant", v2.sha256)
     assert ran[op].within_tolerance is False and ran[op].mismatch.startswith("call 1: y[")
@@ -69,7 +69,7 @@ def test_the_registry_decides_which_version_runs(reg: Registry, tmp_path: Path) 
 
     reg.rollback(op)
     restored = Engine(CFG, impl="live", device="cpu", registry=reg, verify=True)
-    report = restored.generate(restored.prompts(BATCH, PROMPT), NEW)
+    report = restored.generate(restored.prompts(BATCH, PROMPT), NEW, warmup=False)
     assert all(r.version == 1 and r.within_tolerance for r in report.ops)
 
 

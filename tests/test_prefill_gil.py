@@ -102,8 +102,8 @@ def test_a_file_without_the_entry_point_is_bad_input(tmp_path: Path) -> None:
 
 def test_cli_reports_the_gap_as_json(tmp_path: Path) -> None:
     trace = tmp_path / "t.json"
-    result = CliRunner().invoke(app, ["serving", "prefill", "--rounds", "2", "--format", "json", "--trace", str(trace)])
+    result = CliRunner().invoke(app, ["serving", "prefill", "--rounds", "1", "--format", "json", "--trace", str(trace)])
     assert result.exit_code == 1, result.output  # the baseline fails its rule
     (check,) = json.loads(result.stdout)
-    assert check["layer"] == "overlap" and check["passed"] is False and check["details"]["rounds"] == 2
+    assert check["layer"] == "overlap" and check["passed"] is False and check["details"]["rounds"] == 1
     assert json.loads(trace.read_text())["traceEvents"]
