@@ -13,6 +13,7 @@ import math
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -125,7 +126,8 @@ class NumpyEncoder:
             w[k] = np.ascontiguousarray(w[k].T)
         self.w = w
 
-    def __call__(self, texts: list[str], max_tokens: int = MAX_TOKENS, threads: int = 1) -> np.ndarray:
+    def __call__(self, texts: list[str], max_tokens: int = MAX_TOKENS, threads: int = 1,
+                 done: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-norm embeddings [len(texts), DIM].
 
         Texts are packed into groups of about PACK_TOKENS tokens; with `threads` > 1
@@ -148,6 +150,8 @@ class NumpyEncoder:
 
         def run(pack: list[int]) -> None:
             out[pack] = self._forward([ids[j] for j in pack])
+            if done is not None:
+                done(len(pack))
 
         with threadpool_limits(limits=1, user_api="blas"):
             if threads <= 1 or len(packs) == 1:
@@ -211,9 +215,9 @@ def encoder() -> NumpyEncoder:
     return NumpyEncoder()
 
 
-def embed_documents(texts: list[str]) -> np.ndarray:
-    """Pattern texts for the index: full model length, on every core."""
-    return encoder()(texts, MAX_TOKENS, threads=os.cpu_count() or 1)
+def embed_documents(texts: list[str], done: Callable[[int], None] | None = None) -> np.ndarray:
+    """Pattern texts for the index: full model length, on every core; `done(n)` as texts finish."""
+    return encoder()(texts, MAX_TOKENS, threads=os.cpu_count() or 1, done=done)
 
 
 def embed_queries(texts: list[str]) -> np.ndarray:

@@ -112,20 +112,21 @@ def build_index(entries: list[Entry], chroma_url: str | None = None, path: Path 
     if removed:
         col.delete(ids=removed)
     if changed:
+        from patterns.retriever.embedding import embed_documents
+
+        documents = [e.pattern.search_text() for e in changed]
         task = progress.add_task("embedding patterns", total=len(changed)) if progress else None
-        batch = 32
-        for i in range(0, len(changed), batch):
-            chunk = changed[i : i + batch]
-            col.upsert(
-                ids=[e.id for e in chunk],
-                documents=[e.pattern.search_text() for e in chunk],
-                metadatas=[
-                    {"hash": want[e.id], "category": e.pattern.category.value, "safety": e.pattern.safety.value, "title": e.pattern.title}
-                    for e in chunk
-                ],
-            )
-            if progress:
-                progress.advance(task, len(chunk))
+        # one call for all documents keeps every core busy to the end
+        vectors = embed_documents(documents, done=(lambda n: progress.advance(task, n)) if progress else None)
+        col.upsert(
+            ids=[e.id for e in changed],
+            documents=documents,
+            embeddings=vectors,
+            metadatas=[
+                {"hash": want[e.id], "category": e.pattern.category.value, "safety": e.pattern.safety.value, "title": e.pattern.title}
+                for e in changed
+            ],
+        )
     if not chroma_url:
         _write_snapshot(col, path, entries)
     added = sum(1 for e in changed if e.id not in have)
