@@ -119,6 +119,8 @@ def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = F
 class Engine:
     def __init__(self, cfg: ModelConfig, impl: Impl = "auto", device: str = "auto", registry=None, verify: bool = False):
         self.impl, self.device = resolve(impl, device)
+        if verify and self.impl == "reference":
+            raise EngineError("--verify compares live ops with their references: it needs --impl live (or auto on a GPU)")
         self.cfg = cfg
         self.model = HybridModel(cfg, self.device)
         self.ops = bind_ops(self.impl, registry, verify)

@@ -104,6 +104,7 @@ def test_bad_input() -> None:
         (["--impl", "fast"], "error: unknown impl 'fast' (auto, reference or live)"),
         (["--model", "huge"], "error: unknown model preset 'huge' (tiny, small)"),
         (["--format", "xml"], "error: unknown format 'xml' (table or json)"),
+        (["--impl", "reference", "--verify"], "error: --verify compares live ops with their references: it needs --impl live (or auto on a GPU)"),
     ):
         result = runner.invoke(app, ["serving", "engine", *args])
         assert result.exit_code == 2 and result.output.strip() == message

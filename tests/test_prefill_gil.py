@@ -90,6 +90,19 @@ def test_a_transfer_that_skips_the_copy_fails(released: Path, tmp_path: Path) ->
     assert check.reason == "the transfer is wrong: the store's pages differ from the pool's"
 
 
+def test_a_transfer_that_sends_layers_before_they_are_computed_fails(released: Path, tmp_path: Path) -> None:
+    source = released.read_text()
+    hurried = source.replace("ready.put((i_l, time.perf_counter_ns()))", "pass").replace(
+        "        sender.start()\n", "        sender.start()\n        for i_early in range(req.cfg.layers):\n            ready.put((i_early, time.perf_counter_ns()))\n"
+    )
+    assert hurried.count("i_early") == 2 and "ready.put((i_l" not in hurried
+    path = tmp_path / "hurried.py"
+    path.write_text(hurried)
+    check = check_overlap(path, rounds=1)
+    assert check.passed is False
+    assert check.reason == "the transfer is wrong: the store's pages differ from the pool's"
+
+
 def test_a_file_without_the_entry_point_is_bad_input(tmp_path: Path) -> None:
     path = tmp_path / "other.py"
     path.write_text("def run():\n    pass\n")
