@@ -20,7 +20,7 @@ from patterns.distill.cache import atomic_write
 from patterns.distill.detect import Detections, representative
 from patterns.distill.errors import DistillError
 from patterns.library import Entry
-from patterns.types import Pattern, UpstreamLocation
+from patterns.types import Measurement, Pattern, UpstreamLocation
 
 DISTILL_NOTE = "found by distill"
 
@@ -62,18 +62,24 @@ def render_upstream(locations: list[UpstreamLocation], indent: str, item_indent:
     return "".join(out)
 
 
-def _upstream_span(lines: list[str]) -> tuple[int, int, int, str] | None:
-    """(evidence line, upstream line, end of the upstream block, its indent); None without `upstream:`."""
+def _evidence_end(lines: list[str]) -> tuple[int, int]:
+    """(line of `evidence:`, first line after its block)."""
     ev = next((i for i, ln in enumerate(lines) if re.match(r"^evidence:\s*(#.*)?$", ln)), None)
     if ev is None:
         raise DistillError("no block-style 'evidence:' mapping")
     end_ev = next((j for j in range(ev + 1, len(lines)) if lines[j].strip() and not lines[j].startswith((" ", "\t", "#"))), len(lines))
-    up = next((j for j in range(ev + 1, end_ev) if re.match(r"^(\s+)upstream:", lines[j])), None)
+    return ev, end_ev
+
+
+def _upstream_span(lines: list[str], key: str = "upstream") -> tuple[int, int, int, str] | None:
+    """(evidence line, `key` line, end of the `key` list, its indent); None without `key:` under evidence."""
+    ev, end_ev = _evidence_end(lines)
+    up = next((j for j in range(ev + 1, end_ev) if re.match(rf"^(\s+){key}:", lines[j])), None)
     if up is None:
         return None
     indent = re.match(r"^(\s+)", lines[up])[1]
     j = up + 1
-    if not re.match(r"^\s+upstream:\s*\[", lines[up]):  # block list: runs to the next key at this indent
+    if not re.match(rf"^\s+{key}:\s*\[", lines[up]):  # block list: runs to the next key at this indent
         while j < end_ev:
             ln = lines[j]
             width = len(ln) - len(ln.lstrip())
@@ -169,6 +175,48 @@ def plan(entries: list[Entry], det: Detections, projects: dict[str, str], cap: i
             continue
         changes.append(Change(e, old, new, added, removed))
     return changes
+
+
+def render_measured(measurements: list[Measurement], indent: str, item_indent: str | None = None) -> str:
+    """`measured:` at `indent` with one block item per Measurement, keys in schema order."""
+    if not measurements:
+        return f"{indent}measured: []\n"
+    dash = indent + "  " if item_indent is None else item_indent
+    out = [f"{indent}measured:\n"]
+    for m in measurements:
+        for i, (key, value) in enumerate(m.model_dump(mode="json").items()):
+            out.append(f"{dash}{'- ' if i == 0 else '  '}{key}: {_scalar(value)}\n")
+    return "".join(out)
+
+
+def append_measured(text: str, new: list[Measurement], where: str = "pattern.yaml") -> str:
+    """`text` (a pattern.yaml) with `new` appended to evidence.measured; every other line kept as written.
+
+    The result is validated as a Pattern and must read back as the old list plus
+    `new`; otherwise DistillError (one line naming `where`).
+    """
+    try:
+        old = Pattern.model_validate(yaml.safe_load(text)).evidence.measured
+        lines = text.splitlines(True)
+        span = _upstream_span(lines, "measured")
+        if span is None:  # no `measured:` key: add the list at the end of the evidence block
+            ev, end_ev = _evidence_end(lines)
+            while end_ev > ev + 1 and not lines[end_ev - 1].strip():
+                end_ev -= 1
+            indent = next((re.match(r"^(\s+)", ln)[1] for ln in lines[ev + 1:end_ev] if ln.strip()), "  ")
+            out = "".join([*lines[:end_ev], render_measured(new, indent), *lines[end_ev:]])
+        else:
+            _, up, end, indent = span
+            chunks = _chunks(lines[up + 1:end])
+            item_indent = next((re.match(r"^(\s*)- ", ln)[1] for c in chunks for ln in c.splitlines() if ln.lstrip().startswith("- ")), None)
+            fresh = render_measured(new, indent, item_indent).split("\n", 1)[1] if new else ""
+            out = "".join([*lines[:up], f"{indent}measured:\n", *chunks, fresh, *lines[end:]])
+        got = Pattern.model_validate(yaml.safe_load(out)).evidence.measured
+        if [m.model_dump() for m in got] != [m.model_dump() for m in [*old, *new]]:
+            raise ValueError("the spliced list does not read back as planned")
+    except (DistillError, yaml.YAMLError, ValueError, IndexError, TypeError) as exc:
+        raise DistillError(f"{where}: evidence.measured: cannot merge ({str(exc).splitlines()[0]})") from None
+    return out
 
 
 def apply(changes: list[Change]) -> None:

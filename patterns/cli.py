@@ -484,9 +484,11 @@ def validate_cmd(
 # serving registry, agent and review (patterns.agent.cli; heavy imports inside the commands)
 # --------------------------------------------------------------------------------------
 
-from patterns.agent.cli import serving_app  # noqa: E402
+from patterns.agent.cli import agent_command, review_app, serving_app  # noqa: E402
 
 app.add_typer(serving_app, name="serving")
+app.add_typer(review_app, name="review")
+app.command("agent")(agent_command)
 
 
 # --------------------------------------------------------------------------------------
@@ -507,8 +509,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from patterns.catalog import CatalogError
     from patterns.rewriter.base import RewriteError
     from patterns.serving.registry import RegistryError
+    from patterns.agent.journal import JournalError
+    from patterns.agent.loop import AgentError
+    from patterns.agent.review import ReviewError
 
-    return (RegistryError, RewriteError, CatalogError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
+    return (RegistryError, AgentError, ReviewError, JournalError, RewriteError, CatalogError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -79,3 +79,174 @@ from patterns.serving.cli import engine_command, prefill_command  # noqa: E402
 
 serving_app.command("engine")(engine_command)
 serving_app.command("prefill")(prefill_command)
+
+
+# --------------------------------------------------------------------------------------
+# the agent
+# --------------------------------------------------------------------------------------
+
+
+def agent_command(
+    target: str = typer.Argument(..., metavar="TARGET", help="an op (kda_decode), a kernels/<op> folder, or a kernel file"),
+    op: Optional[str] = typer.Option(None, "--op", help="the op TARGET implements, when its path does not say"),
+    max_steps: int = typer.Option(8, "--max-steps", min=1, help="attempts (rewrite + gate) at most"),
+    review: str = typer.Option("queue", "--review", help="queue (leave items for `patterns review`) or interactive (ask here)"),
+    auto_merge_exact: bool = typer.Option(False, "--auto-merge-exact", help="merge exact (bit-identical) codemod rewrites that pass the gate without asking"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu (Triton interpreter: correctness and integrity) or cuda (also speed)"),
+    shapes: Optional[int] = typer.Option(None, "--shapes", help="check correctness on the first N shapes of the op's grid only (recorded in the review item)"),
+    profile: Optional[Path] = typer.Option(None, "--profile", help="ncu CSV, torch.profiler trace or evidence bundle to use instead of the estimate"),
+    fresh: bool = typer.Option(False, "--fresh", help="start a new run even if an unfinished run of this target exists"),
+) -> None:
+    """Analyse TARGET, try the patterns that fit, validate each candidate and queue the ones that pass for review."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from patterns.agent.loop import Agent, AgentConfig, AgentError, prepare_device, resolve_target
+
+    if review not in ("queue", "interactive"):
+        raise AgentError(f"--review: '{review}' is not queue or interactive")
+    prepare_device(device)
+    op_name, path = resolve_target(target, op)
+    cfg = AgentConfig(op=op_name, target=path, max_steps=max_steps, review=review, auto_merge_exact=auto_merge_exact,
+                      device=device, shapes=shapes, profile=profile, fresh=fresh)
+    agent = Agent(cfg)
+    # a live spinner for a person at a terminal; piped output gets the step lines only
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as progress:
+        task = progress.add_task(f"{op_name}: starting", total=None)
+
+        def ask(item) -> str:
+            progress.stop()
+            try:
+                return _ask(item)
+            finally:
+                progress.start()
+
+        agent.ask = ask
+        agent.say = lambda line: progress.console.print(escape(line), highlight=False, soft_wrap=True)
+        agent.stage = lambda s: progress.update(task, description=escape(f"{op_name}: {s}"))
+        agent.advance = lambda done, total: progress.update(task, completed=done, total=total)
+        result = agent.run()
+    console.print(_trail_table(f"{op_name}: run {result.run}" + (" (resumed)" if result.resumed else ""), result.attempts))
+    for item in result.reviews:
+        console.print(f"review item [bold]{item.id}[/]: {escape(item.pattern_id)} ({item.safety.value}) — {item.status}; `patterns review show {item.id}`")
+    console.print(f"[dim]{escape(result.finish)}[/]")
+
+
+def _ask(item) -> str:
+    from rich.prompt import Prompt
+    from rich.syntax import Syntax
+
+    console.print(Syntax(item.diff, "diff", word_wrap=True))
+    console.print(f"[bold]{escape(item.hypothesis.text)}[/]\n{escape(item.safety.review)}")
+    return Prompt.ask(f"{item.id}: accept, reject, or later (leave it queued)", choices=["accept", "reject", "later"], default="later", console=console)
+
+
+def _trail_table(title: str, attempts) -> Table:
+    style = {"passed": "green", "failed": "red", "refused": "yellow", "already-applied": "dim", "invalid": "red"}
+    table = Table(title=title, title_justify="left", expand=True)
+    table.add_column("#", no_wrap=True)
+    table.add_column("pattern", ratio=2, overflow="fold")
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("layer: reason", ratio=4, overflow="fold")
+    table.add_column("next", no_wrap=True)
+    for a in attempts:
+        params = ", ".join(f"{k}={v}" for k, v in a.params.items())
+        name = a.pattern_id + (f"\n[dim]{escape(params)}[/]" if params else "") + ("\n[dim]on an earlier candidate[/]" if a.base != "target" else "")
+        table.add_row(str(a.step), name, f"[{style.get(a.outcome, '')}]{a.outcome}[/]", escape(f"{a.layer}: {a.reason}" if a.layer else a.reason), a.action)
+    return table
+
+
+# --------------------------------------------------------------------------------------
+# review
+# --------------------------------------------------------------------------------------
+
+review_app = typer.Typer(name="review", help="Review the agent's validated candidates: list, show, accept (merge) or reject.", no_args_is_help=True)
+
+
+def _store():
+    from patterns.agent.review import ReviewStore
+
+    store = ReviewStore()
+    for item_id in store.recover():
+        err_console.print(f"finished the interrupted accept of {item_id}", highlight=False)
+    return store
+
+
+@review_app.command("list")
+def review_list(
+    status: str = typer.Option("pending", "--status", help="pending, accepted, rejected or all"),
+    op: Optional[str] = typer.Option(None, "--op", help="only this op"),
+) -> None:
+    """Review items, newest last."""
+    from patterns.agent.review import ReviewError
+
+    if status not in ("pending", "accepted", "rejected", "all"):
+        raise ReviewError(f"--status: '{status}' is not pending, accepted, rejected or all")
+    items = [i for i in _store().list() if (status == "all" or i.status == status) and (op is None or i.op == op)]
+    table = Table(title=f"{len(items)} review items ({status})", title_justify="left")
+    for col in ("id", "op", "pattern", "safety", "status", "gate", "created"):
+        table.add_column(col, overflow="fold", no_wrap=col == "id")
+    for i in items:
+        table.add_row(i.id, i.op, escape(i.pattern_id) + (" [dim](model's patch)[/]" if i.origin == "llm-patch" else ""), i.safety.value,
+                      i.status + (f" [dim]by {escape(i.decided_by)}[/]" if i.decided_by else ""), escape(f"{i.device}, {i.grid}"), i.created[:16].replace("T", " "))
+    console.print(table)
+
+
+@review_app.command("show")
+def review_show(
+    item_id: str = typer.Argument(..., metavar="ID"),
+    diff: bool = typer.Option(True, "--diff/--no-diff", help="show the diff"),
+) -> None:
+    """One item: hypothesis, the feedback trail, the gate's checks and the diff."""
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
+    from patterns.validation.bundle import read_bundle
+    from patterns.validation.cli import checks_table
+
+    item = _store().get(item_id)
+    head = (f"[bold]{escape(item.pattern_id)}[/] on [bold]{escape(item.op)}[/] · {item.safety.value} · {item.status}"
+            + (f" by {escape(item.decided_by)} at {escape(item.decided_at)}" if item.decided_by else "")
+            + f"\n[dim]target {escape(item.target)}\ncandidate {escape(item.candidate)}\nevidence {escape(item.bundle)}\n{escape(item.device)}, {escape(item.grid)} · {escape(item.safety.review)}[/]")
+    console.print(Panel(head, title=item.id, expand=False))
+    console.print(f"[bold]hypothesis[/] ({item.hypothesis.source}): {escape(item.hypothesis.text)}")
+    console.print(f"[bold]prediction[/]: {escape(item.hypothesis.prediction)}")
+    console.print(_trail_table("feedback trail", item.trail))
+    try:
+        console.print(checks_table(read_bundle(Path(item.bundle))))
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]evidence bundle unreadable:[/] {escape(str(exc).splitlines()[0])}")
+    if diff:
+        console.print(Syntax(item.diff, "diff", word_wrap=True))
+
+
+def _who(by: Optional[str]) -> str:
+    import getpass
+
+    return by or getpass.getuser()
+
+
+@review_app.command("accept")
+def review_accept(
+    item_id: str = typer.Argument(..., metavar="ID"),
+    by: Optional[str] = typer.Option(None, "--by", help="who accepts (default: the current user)"),
+    note: str = typer.Option("", "--note", help="a note kept with the item"),
+) -> None:
+    """Merge the candidate into its target, make it live in the serving registry and record the measurement."""
+    item, m = _store().accept(item_id, by=_who(by), note=note)
+    console.print(f"accepted {item.id}: merged into {escape(item.target)}; {item.op} v{item.registry_version} is live")
+    if m is not None:
+        console.print(f"{escape(item.pattern_id)} evidence: {m.metric} {m.ratio:g} on {escape(m.hardware)} ({escape(m.shapes)})", highlight=False)
+    else:
+        console.print("no measurement recorded: the bundle has no speed ratio and no error ratio that can be formed", highlight=False)
+
+
+@review_app.command("reject")
+def review_reject(
+    item_id: str = typer.Argument(..., metavar="ID"),
+    by: Optional[str] = typer.Option(None, "--by", help="who rejects (default: the current user)"),
+    note: str = typer.Option("", "--note", help="why"),
+) -> None:
+    """Reject the candidate: nothing else changes."""
+    item = _store().reject(item_id, by=_who(by), note=note)
+    console.print(f"rejected {item.id}")

@@ -1,0 +1,496 @@
+"""The agent: analyse → retrieve → rewrite a scratch copy → validate → let the result choose → review.
+
+    result = run_agent(AgentConfig(op="kda_decode", target=Path("kernels/kda_decode/baseline.py")))
+
+1. **Analyse and retrieve** (`make_plan`): the retriever's `suggest` on the
+   target file at each shape of the op's GPU grid (spec.py), with the
+   element types the op's own inputs have; an explicit `--profile`, or else the
+   newest GPU evidence bundle of this op's baseline in the checkout's
+   `evidence/`, replaces the estimate where it can. Each pattern keeps the
+   shape where it ranked highest, and its hypothesis is worded from that
+   shape's numbers (hypothesis.py; a configured model may reword it). The
+   plan is the ranked list of attempts: patterns with an automatic rewrite,
+   and, with a model configured, patterns without one (the model's patch).
+2. **Rewrite** a scratch copy (`patterns.rewriter.base.apply`) into the run
+   folder; the target is never touched here.
+3. **Validate** with the gate (`patterns.validation.gate.validate`): against
+   the target as baseline, correctness and integrity always, performance on a
+   GPU. The first failing check's layer picks the next action from the one
+   table in policy.py (another parameter value, a numerics pattern stacked on
+   the candidate, the next pattern, stop).
+4. **Review**: a passing candidate becomes a review item (review.py) with its
+   diff, bundle, hypothesis and the feedback trail so far. `--auto-merge-exact`
+   accepts exact codemod rewrites; `--review interactive` asks at the terminal;
+   `queue` leaves items for `patterns review`. A merge ends the run: later
+   rewrites must be made and validated against the merged code.
+
+Runs live in `<agent home>/runs/<op>-<time>/`: `journal.jsonl`, `candidates/`,
+`evidence/`. Resuming is automatic: a run of the same op and target (same
+content), device, grid and profile whose journal has no `finish` event is
+continued (`--fresh` starts a new one). The plan is read back from the
+journal, attempts replay in the same order, and every attempt already
+recorded is taken from the journal instead of being rewritten and validated
+again; an attempt that was being validated when the run died (a `validating`
+event without its `attempt`) is validated again, since its result was never
+recorded. Review items are keyed by the candidate's content, so writing one
+again changes nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import difflib
+import getpass
+import hashlib
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from patterns.agent.hypothesis import hypothesize
+from patterns.agent.journal import Journal, JournalError, read_start
+from patterns.agent.policy import Action, Planned, defaults, first_failure, follow_ups
+from patterns.agent.review import AUTO, ReviewStore, agent_home, may_auto_merge, review_id, sha256_file
+from patterns.types import Attempt, Hypothesis, ReviewItem
+
+
+class AgentError(ValueError):
+    """Bad input to the agent (unknown op, missing target, unusable profile): one line, CLI exit 2."""
+
+
+# what makes two invocations the same run (for resuming)
+RUN_IDENTITY = ("op", "target", "target_sha256", "device", "grid", "profile")
+
+
+@dataclass
+class AgentConfig:
+    op: str
+    target: Path
+    max_steps: int = 8
+    review: Literal["queue", "interactive"] = "queue"
+    auto_merge_exact: bool = False
+    device: str = "auto"
+    shapes: int | None = None  # check correctness on the first N shapes of the op's CPU grid only
+    profile: Path | None = None
+    fresh: bool = False
+
+
+@dataclass
+class RunResult:
+    run: str
+    run_dir: Path
+    resumed: bool
+    attempts: list[Attempt] = field(default_factory=list)
+    reviews: list[ReviewItem] = field(default_factory=list)
+    merged: str | None = None
+    finish: str = ""
+    plan: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------
+# the target
+# --------------------------------------------------------------------------------------
+
+
+def prepare_device(device: str) -> str:
+    """The device the gate will use; on the CPU the interpreter is switched on now, before any op module
+    (whose package imports its kernels) is loaded -- the gate does the same, but later than the agent needs."""
+    from patterns import interpreter
+    from patterns.validation.gate import resolve_device
+    from patterns.validation.loader import GateInputError
+
+    try:
+        resolved = resolve_device(device)
+    except GateInputError as exc:
+        raise AgentError(str(exc)) from None
+    if resolved == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+        interpreter.install_cpu_shims()
+    return resolved
+
+
+def resolve_target(target: str, op: str | None = None) -> tuple[str, Path]:
+    """(op, file) from an op name, a kernels/<op> folder or a kernel file; --op names the op when the path does not."""
+    from patterns.validation.loader import available_ops, load_spec, source_path
+
+    ops = available_ops()
+    if op is not None and op not in ops:
+        raise AgentError(f"--op: unknown op '{op}' (known: {', '.join(ops)})")
+    path = Path(target)
+    if not path.exists():
+        if target in ops and (op is None or op == target):
+            spec = load_spec(target)
+            return target, source_path(spec, spec.baseline).resolve()
+        raise AgentError(f"{target}: no such op, folder or file (ops: {', '.join(ops)})")
+    if path.is_dir():
+        folder, path = path, path / "baseline.py"
+        if not path.is_file():
+            raise AgentError(f"{folder}: no baseline.py in the folder")
+    elif path.suffix != ".py":
+        raise AgentError(f"{path}: not a Python file")
+    name = op or path.resolve().parent.name
+    if name not in ops:
+        raise AgentError(f"{path}: cannot tell which op it implements: pass --op (ops: {', '.join(ops)})")
+    return name, path.resolve()
+
+
+def _gate_spec(op: str, target: Path, shapes: int | None):
+    """The op's spec with the target as the gate's baseline, and the grid cut to the first `shapes` shapes."""
+    from patterns.validation.loader import load_spec, source_path, split_target
+
+    spec = load_spec(op)
+    launcher = split_target(spec.baseline)[1]
+    changes: dict[str, Any] = {}
+    if source_path(spec, spec.baseline).resolve() != target:
+        changes["baseline"] = f"{target}:{launcher}"
+    if shapes is not None:
+        if shapes < 1:
+            raise AgentError(f"--shapes: must be at least 1, got {shapes}")
+        changes["shapes"] = spec.shapes[:shapes]
+    n = len(spec.shapes)
+    grid = f"all {n} shapes" if shapes is None or shapes >= n else f"first {shapes} of {n} shapes"
+    return dataclasses.replace(spec, **changes), launcher, grid
+
+
+# --------------------------------------------------------------------------------------
+# analyse and retrieve
+# --------------------------------------------------------------------------------------
+
+
+def _checkout() -> Path | None:
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "setup.py").is_file() and (root / "kernels").is_dir() else None
+
+
+def find_evidence(op: str) -> Path | None:
+    """The newest GPU evidence bundle of the op's baseline in the checkout's evidence/ folder."""
+    from patterns.validation.bundle import read_bundle
+
+    root = _checkout()
+    if root is None or not (root / "evidence").is_dir():
+        return None
+    found = []
+    for path in (root / "evidence").rglob(f"{op}--baseline.json"):
+        try:
+            bundle = read_bundle(path)
+        except (OSError, ValueError):
+            continue
+        if bundle.op == op and bundle.environment.get("gpu"):
+            found.append((bundle.created, str(path)))
+    return Path(max(found)[1]) if found else None
+
+
+def _dtypes(spec) -> tuple[str, dict[str, str]]:
+    """The activation dtype the op is timed in, and the inputs whose element type differs (fp32 state, ...)."""
+    import torch
+
+    dtype = (spec.gpu_dtypes or spec.dtypes)[0]
+    inputs = spec.make_inputs(dict(spec.shapes[0]), dtype, 0, "cpu")
+    overrides = {}
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            kind = str(value.dtype).removeprefix("torch.")
+            if kind != dtype:
+                overrides[name] = kind
+    return dtype, overrides
+
+
+def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The ranked attempts and a hypothesis for each, from the retriever at every GPU shape of the op."""
+    from patterns.library import get
+    from patterns.retriever.profile import ProfileError
+    from patterns.retriever.retrieve import suggest
+
+    dtype, overrides = _dtypes(spec)
+    shapes = [dict(s) for s in (spec.gpu_shapes or spec.shapes)]
+    profile, profile_note = cfg.profile, ""
+    if profile is None:
+        profile = find_evidence(cfg.op)
+    best: dict[str, tuple[float, Any, Any, dict]] = {}
+    seen: dict[str, list[tuple[str, dict, Any, list]]] = {}
+    varying = [k for k in shapes[0] if len({s.get(k) for s in shapes}) > 1]
+    applied: set[str] = set()
+    for shape in shapes:
+        label = ", ".join(f"{k}={shape[k]}" for k in varying)
+        try:
+            report = suggest(cfg.target, shapes=shape, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000)
+        except ProfileError as exc:
+            if cfg.profile is not None:
+                raise AgentError(str(exc)) from None
+            profile_note = f"evidence not used: {exc}"
+            profile = None
+            report = suggest(cfg.target, shapes=shape, dtype=dtype, dtype_overrides=overrides, top=1000)
+        for k in report.kernels:
+            applied |= {s.pattern_id for s in k.already_applied}
+            for s in k.suggestions:
+                seen.setdefault(s.pattern_id, []).append((label, shape, s, [k.bottleneck, *k.other_bottlenecks]))
+                if s.pattern_id not in best or s.score > best[s.pattern_id][0]:
+                    best[s.pattern_id] = (s.score, s, k.bottleneck, shape)
+    if profile_note:
+        note(profile_note)
+    ranked = sorted(best.values(), key=lambda x: (-x[0], x[1].pattern_id))
+    planned, hypotheses, by_hand = [], {}, []
+    source = cfg.target.read_text(encoding="utf-8")
+    for score, s, _, shape in ranked:
+        entry = get(s.pattern_id)
+        if s.rewrite:
+            origin = "rewrite"
+        elif llm_cfg is not None:
+            origin = "llm-patch"
+        else:
+            by_hand.append(s.pattern_id)
+            continue
+        kernel = "" if s.kernel.startswith("<") else s.kernel
+        planned.append({"pattern_id": s.pattern_id, "params": defaults(entry) if origin == "rewrite" else {}, "origin": origin, "kernel": kernel, "score": score})
+        hyp = hypothesize(entry.pattern, seen[s.pattern_id], len(shapes), spec.acceptance.min_speedup)
+        if llm_cfg is not None:
+            from patterns.agent.llm import LLMRejected, ask_hypothesis
+
+            try:
+                hyp = ask_hypothesis(llm_cfg, entry.pattern, hyp, source)
+            except LLMRejected as exc:
+                note(f"model's hypothesis for {s.pattern_id} not used: {exc}")
+        hypotheses[s.pattern_id] = hyp.model_dump(mode="json")
+    return {
+        "planned": planned, "hypotheses": hypotheses, "by_hand": by_hand, "already_applied": sorted(applied),
+        "dtype": dtype, "overrides": overrides, "shapes": shapes, "profile": str(profile) if profile else None,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def find_run(runs: Path, identity: dict[str, Any]) -> Path | None:
+    """The newest unfinished run with the same identity (RUN_IDENTITY), to resume."""
+    if not runs.is_dir():
+        return None
+    for journal in sorted(runs.glob(f"{identity['op']}-*/journal.jsonl"), reverse=True):
+        start = read_start(journal)
+        if start is None or any(start.get(k) != identity[k] for k in RUN_IDENTITY):
+            continue
+        if not Journal(journal).finished:
+            return journal.parent
+    return None
+
+
+class Agent:
+    def __init__(self, cfg: AgentConfig, *, home: Path | None = None, store: ReviewStore | None = None,
+                 ask: Callable[[ReviewItem], str] | None = None, say: Callable[[str], None] = lambda _: None,
+                 stage: Callable[[str], None] = lambda _: None, advance: Callable[[int, int], None] = lambda done, total: None):
+        from patterns.agent.llm import load_config
+
+        self.cfg = cfg
+        self.home = Path(home) if home is not None else agent_home()
+        self.store = store or ReviewStore(self.home / "reviews")
+        self.ask, self.say, self.stage, self.advance = ask, say, stage, advance
+        self.device = prepare_device(cfg.device)
+        self.spec, self.launcher, self.grid = _gate_spec(cfg.op, cfg.target, cfg.shapes)
+        self.llm = load_config()
+        if cfg.profile is not None and not cfg.profile.is_file():
+            raise AgentError(f"--profile: {cfg.profile}: no such file")
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "op": self.cfg.op, "target": str(self.cfg.target), "target_sha256": sha256_file(self.cfg.target), "device": self.device,
+            "grid": self.grid, "profile": str(self.cfg.profile) if self.cfg.profile else None,
+        }
+
+    def run(self) -> RunResult:
+        from patterns.library import load_library
+
+        recovered = self.store.recover()
+        for item_id in recovered:
+            self.say(f"finished the interrupted accept of {item_id}")
+        identity = self.identity()
+        runs = self.home / "runs"
+        run_dir = None if self.cfg.fresh else find_run(runs, identity)
+        resumed = run_dir is not None
+        if run_dir is None:
+            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+            run_dir = runs / f"{self.cfg.op}-{stamp}"
+        journal = Journal(run_dir / "journal.jsonl")
+        if resumed:
+            done = sum(1 for _ in journal.of("attempt"))
+            journal.append("resume", {"pid": os.getpid(), "attempts_done": done})
+            self.say(f"resuming run {run_dir.name}: {done} attempts already recorded")
+        else:
+            journal.append("start", {**identity, "pid": os.getpid(), "llm": self.llm.model if self.llm else None})
+        result = RunResult(run=run_dir.name, run_dir=run_dir, resumed=resumed)
+
+        plan_event = journal.last("plan")
+        if plan_event is None:
+            self.stage("analysing and retrieving")
+            plan = make_plan(self.cfg, self.spec, self.llm, note=self.say)
+            journal.append("plan", plan)
+        else:
+            plan = plan_event.data
+        result.plan = plan
+        entries = {e.id: e for e in load_library()}
+        hypotheses = {pid: Hypothesis.model_validate(h) for pid, h in plan["hypotheses"].items()}
+
+        recorded = {a.key: a for a in (Attempt.model_validate(e.data) for e in journal.of("attempt"))}
+        queue = deque(Planned(p["pattern_id"], p["params"], "target", p["origin"], p.get("kernel", "")) for p in plan["planned"])
+        tried: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        candidates: dict[str, Path] = {}
+        seen: set[tuple[str, str, str]] = set()
+        finish = "plan exhausted: no rewrite left to try"
+        while queue:
+            planned = queue.popleft()
+            if planned.key in seen:
+                continue
+            if len(result.attempts) >= self.cfg.max_steps:
+                finish = f"--max-steps {self.cfg.max_steps} reached ({len(queue) + 1} planned attempts left)"
+                break
+            seen.add(planned.key)
+            tried.setdefault((planned.pattern_id, planned.base), []).append(planned.params)
+            step = len(result.attempts) + 1
+            attempt = recorded.get(planned.key)
+            replayed = attempt is not None
+            if attempt is None:
+                attempt = self._attempt(step, planned, candidates, journal)
+            action, more = follow_ups(attempt, entries, tried, planned.kernel)
+            if not replayed:
+                attempt = attempt.model_copy(update={"action": action.value})
+                journal.append("attempt", attempt.model_dump(mode="json"))
+            if attempt.sha256 and attempt.candidate:
+                candidates[attempt.sha256] = Path(attempt.candidate)
+            result.attempts.append(attempt)
+            self.say(_line(attempt, replayed))
+            queue.extendleft(reversed(more))
+            self.advance(len(result.attempts), min(self.cfg.max_steps, len(result.attempts) + len({q.key for q in queue} - seen)))
+            if action != Action.review:
+                continue
+            item = self._review(attempt, hypotheses, result.attempts, journal, run_dir.name)
+            result.reviews.append(item)
+            merged = self._decide(item)
+            if merged is not None:
+                journal.append("merge", {"id": merged.id, "registry_version": merged.registry_version})
+                result.merged = merged.id
+                finish = f"merged {merged.id} (registry v{merged.registry_version}): later rewrites must start from the merged code"
+                break
+        if plan.get("by_hand") and not self.llm:
+            self.say(f"no automatic rewrite for: {', '.join(plan['by_hand'])} (see `patterns show ID`; a configured model can write a patch)")
+        journal.append("finish", {"reason": finish, "reviews": [i.id for i in result.reviews]})
+        result.finish = finish
+        return result
+
+    # -------------------------------------------------------------- one attempt
+    def _attempt(self, step: int, planned: Planned, candidates: dict[str, Path], journal: Journal) -> Attempt:
+        from patterns.library import LibraryError, get
+        from patterns.rewriter.base import AlreadyApplied, RewriteError, apply
+        from patterns.validation.gate import validate
+        from patterns.validation.loader import GateInputError
+
+        base_path = self.cfg.target if planned.base == "target" else candidates[planned.base]
+        source = base_path.read_text(encoding="utf-8")
+        common = dict(step=step, pattern_id=planned.pattern_id, params=planned.params, base=planned.base, origin=planned.origin)
+        self.stage(f"step {step}: {planned.pattern_id} {_params(planned.params)}")
+        try:
+            entry = get(planned.pattern_id)
+            if planned.origin == "rewrite":
+                given = {k: str(v) for k, v in planned.params.items() if v != defaults(entry).get(k)}
+                new = apply(planned.pattern_id, source, str(self.cfg.target), kernel=planned.kernel or None, params=given).candidate.source
+            else:
+                from patterns.agent.llm import LLMRejected, ask_patch
+
+                try:
+                    new, _ = ask_patch(self.llm, entry.pattern, source, str(self.cfg.target), self.launcher)
+                except LLMRejected as exc:
+                    return Attempt(**common, outcome="invalid", layer="llm", reason=f"model's patch rejected: {exc}")
+        except AlreadyApplied as exc:
+            return Attempt(**common, outcome="already-applied", layer="rewrite", reason=str(exc))
+        except (RewriteError, LibraryError) as exc:
+            return Attempt(**common, outcome="refused", layer="rewrite", reason=str(exc))
+        cand = journal.path.parent / "candidates" / f"{step:02d}-{planned.pattern_id}.py"
+        cand.parent.mkdir(parents=True, exist_ok=True)
+        from patterns.serving.registry import atomic_write_bytes
+
+        atomic_write_bytes(cand, new.encode())
+        common.update(candidate=str(cand), sha256=_sha(new))
+        journal.append("validating", {"step": step, "key": list(planned.key), "candidate": str(cand)})
+        try:
+            bundle = validate(self.spec, cand, device=self.device, out_dir=journal.path.parent / "evidence",
+                              on_stage=lambda s: self.stage(f"step {step}: {planned.pattern_id}: {s}"))
+        except GateInputError as exc:
+            return Attempt(**common, outcome="invalid", layer="import", reason=str(exc))
+        from patterns.validation.bundle import bundle_stem
+
+        common["bundle"] = str(journal.path.parent / "evidence" / f"{bundle_stem(bundle)}.json")
+        layer, reason = first_failure(bundle)
+        if not layer:
+            return Attempt(**common, outcome="passed", reason=_verdict(bundle))
+        return Attempt(**common, outcome="failed", layer=layer, reason=reason)
+
+    # -------------------------------------------------------------- review and decision
+    def _review(self, attempt: Attempt, hypotheses: dict[str, Hypothesis], trail: list[Attempt], journal: Journal, run: str) -> ReviewItem:
+        from patterns.library import get
+
+        target_text = self.cfg.target.read_text(encoding="utf-8")
+        cand_text = Path(attempt.candidate).read_text(encoding="utf-8")
+        name = self.cfg.target.name
+        diff = "".join(difflib.unified_diff(target_text.splitlines(True), cand_text.splitlines(True), f"a/{name}", f"b/{name}"))
+        hyp = hypotheses.get(attempt.pattern_id) or Hypothesis(pattern_id=attempt.pattern_id, text=get(attempt.pattern_id).pattern.title, prediction="")
+        item = self.store.put(ReviewItem(
+            id=review_id(self.cfg.op, self.cfg.target, attempt.sha256), op=self.cfg.op, run=run, target=str(self.cfg.target),
+            target_sha256=_sha(target_text), symbol=self.launcher, pattern_id=attempt.pattern_id, params=attempt.params,
+            safety=get(attempt.pattern_id).pattern.safety, origin=attempt.origin, candidate=attempt.candidate,
+            candidate_sha256=attempt.sha256, diff=diff, bundle=attempt.bundle, device=self.device, grid=self.grid,
+            hypothesis=hyp, trail=list(trail), created=_now(),
+        ))
+        if not any(e.data.get("id") == item.id for e in journal.of("review")):
+            journal.append("review", {"id": item.id, "step": attempt.step})
+        self.say(f"review item {item.id}: {item.pattern_id} ({item.safety.value}), {item.status}")
+        return item
+
+    def _decide(self, item: ReviewItem) -> ReviewItem | None:
+        """Merge now (auto-merge of an exact rewrite, or a person's accept at the prompt), or leave it queued."""
+        if item.status == "accepted":
+            return item
+        if item.status == "rejected":
+            return None
+        if self.cfg.auto_merge_exact and may_auto_merge(item):
+            merged, m = self.store.accept(item.id, by=AUTO, automatic=True)
+            self.say(f"merged {item.id} automatically (exact rewrite): registry v{merged.registry_version}" + ("" if m else "; no measurement recorded"))
+            return merged
+        if self.cfg.review == "interactive" and self.ask is not None:
+            choice = self.ask(item)
+            if choice == "accept":
+                merged, _ = self.store.accept(item.id, by=getpass.getuser())
+                return merged
+            if choice == "reject":
+                self.store.reject(item.id, by=getpass.getuser(), note="rejected at the agent's prompt")
+        return None
+
+
+def _params(params: dict[str, Any]) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else ""
+
+
+def _verdict(bundle) -> str:
+    from patterns.validation.bundle import verdict
+
+    return f"gate: {verdict(bundle)}"
+
+
+def _line(a: Attempt, replayed: bool) -> str:
+    head = f"step {a.step}: {a.pattern_id}{_params(a.params)}" + (" on an earlier candidate" if a.base != "target" else "")
+    tail = f" [{a.layer}] {a.reason}" if a.outcome != "passed" else f" {a.reason}"
+    return f"{head}: {a.outcome}{tail} -> {a.action}" + (" (from the journal)" if replayed else "")
+
+
+def run_agent(cfg: AgentConfig, **kwargs) -> RunResult:
+    return Agent(cfg, **kwargs).run()
+
+
+__all__ = ["AgentConfig", "AgentError", "Agent", "JournalError", "RunResult", "make_plan", "prepare_device", "resolve_target", "run_agent"]

@@ -1,0 +1,121 @@
+"""What the agent does next, decided by what the last check said. Rules as data: ACTIONS.
+
+An attempt ends in one outcome at one layer (the first failing check, in the
+gate's order: correctness, partition, integrity, performance). ACTIONS maps
+that (outcome, layer) to the next action; `follow_ups` turns the action into
+the next attempts. When an action has nothing left to try (no untried
+parameter value, no numerics pattern that applies) the agent falls back to
+the next pattern in the ranked plan; when the plan is empty it stops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable
+
+from patterns.library import Entry
+from patterns.types import Attempt, BottleneckClass, Category, EvidenceBundle
+
+LAYER_ORDER = ("correctness", "partition", "integrity", "overlap", "performance", "serving")
+
+
+class Action(str, Enum):
+    review = "review"  # passed: write a review item
+    next_param = "next-param"  # same pattern, the next value the rewrite declares for a parameter
+    numerics_pattern = "numerics-pattern"  # stack a numerics pattern on this candidate
+    next_pattern = "next-pattern"  # give this pattern up, continue with the plan
+
+
+# (outcome, layer) -> action; (outcome, "*") is the default for the outcome
+ACTIONS: dict[tuple[str, str], Action] = {
+    ("passed", "*"): Action.review,
+    # a rewrite that refuses, is already applied, or does not import: nothing to tune
+    ("refused", "*"): Action.next_pattern,
+    ("already-applied", "*"): Action.next_pattern,
+    ("invalid", "*"): Action.next_pattern,
+    # wrong output on some shape: the parameter may not fit it (a block larger than the dim, too many splits)
+    ("failed", "correctness"): Action.next_param,
+    # error grows with the number of partitions: the precision of the merge is the problem
+    ("failed", "partition"): Action.numerics_pattern,
+    # cheat-like behaviour (skipped work, patched torch, cached results): never tuned around
+    ("failed", "integrity"): Action.next_pattern,
+    # slower on the GPU: another launch parameter may pay where this one did not
+    ("failed", "performance"): Action.next_param,
+    ("failed", "*"): Action.next_pattern,
+}
+
+
+def action_for(outcome: str, layer: str) -> Action:
+    return ACTIONS.get((outcome, layer)) or ACTIONS[(outcome, "*")]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An attempt to make: a pattern with parameters, on the target or on an earlier candidate."""
+
+    pattern_id: str
+    params: dict[str, Any]
+    base: str = "target"  # or the sha256 of the candidate it builds on
+    origin: str = "rewrite"
+    kernel: str = ""  # the kernel the retriever matched; empty: the rewrite picks
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return Attempt(step=1, pattern_id=self.pattern_id, params=self.params, base=self.base, outcome="passed").key
+
+
+def first_failure(bundle: EvidenceBundle) -> tuple[str, str]:
+    """(layer, reason) of the first failing check in the gate's layer order; ('', '') when it passed."""
+    failing = [c for c in bundle.checks if c.passed is False]
+    if not failing:
+        return "", ""
+    failing.sort(key=lambda c: LAYER_ORDER.index(c.layer) if c.layer in LAYER_ORDER else len(LAYER_ORDER))
+    return failing[0].layer, failing[0].reason
+
+
+def defaults(entry: Entry) -> dict[str, Any]:
+    return {name: p.default for name, p in entry.pattern.transformation.params.items()}
+
+
+def next_param(entry: Entry, tried: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first parameter setting not tried yet: one declared choice changed from the defaults at a time."""
+    seen = [dict(t) for t in tried]
+    base = defaults(entry)
+    for name, p in entry.pattern.transformation.params.items():
+        for value in p.choices:
+            params = {**base, name: value}
+            if params not in seen:
+                return params
+    return None
+
+
+def is_numerics(entry: Entry) -> bool:
+    p = entry.pattern
+    return p.category == Category.numerics or BottleneckClass.numerics in p.applies_when.bottlenecks
+
+
+def follow_ups(
+    attempt: Attempt, entries: dict[str, Entry], tried: dict[tuple[str, str], list[dict[str, Any]]], kernel: str = ""
+) -> tuple[Action, list[Planned]]:
+    """The action the attempt's outcome calls for, and the attempts it adds (first in the queue).
+
+    `tried` maps (pattern, base) to the parameter settings already attempted on that base;
+    `kernel` is the kernel the attempt targeted (kept when the same pattern is retried).
+    """
+    action = action_for(attempt.outcome, attempt.layer)
+    entry = entries.get(attempt.pattern_id)
+    if action == Action.next_param and entry is not None and attempt.origin == "rewrite":
+        params = next_param(entry, tried.get((attempt.pattern_id, attempt.base), []))
+        if params is not None:
+            return action, [Planned(attempt.pattern_id, params, attempt.base, kernel=kernel)]
+    if action == Action.numerics_pattern and attempt.sha256:
+        fixes = [
+            Planned(e.id, defaults(e), attempt.sha256)
+            for e in entries.values()
+            if is_numerics(e) and e.pattern.transformation.rewrite and e.id != attempt.pattern_id and not tried.get((e.id, attempt.sha256))
+        ]
+        if fixes:
+            return action, fixes
+    if action in (Action.next_param, Action.numerics_pattern):
+        return Action.next_pattern, []
+    return action, []
