@@ -95,21 +95,23 @@ def prefill_command(
         _bad_input(f"unknown format '{format}' (table or json)")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    import patterns.serving.prefill as baseline
+    from patterns.serving.native import NativeBuildError
     from patterns.serving.trace import write_trace
     from patterns.validation.loader import GateInputError
-    from patterns.validation.overlap import measure, to_check
+    from patterns.validation.overlap import load_prefill, measure, to_check
 
-    files = impl or [Path(baseline.__file__)]
+    files = impl or [Path(__file__).with_name("prefill.py")]
     checks, timelines = [], {}
     try:
+        for path in files:  # bad input is reported before anything runs
+            load_prefill(path)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
             for path in files:
                 task = progress.add_task(f"{path.name}: rounds", total=rounds)
                 m = measure(path, rounds, device, on_round=lambda _: progress.advance(task))
                 checks.append(to_check(m))
                 timelines.update({f"{path}: {label}": t for label, t in m.timelines.items()})
-    except GateInputError as e:
+    except (GateInputError, NativeBuildError) as e:
         _bad_input(str(e))
     if trace is not None:
         write_trace(trace, timelines)
