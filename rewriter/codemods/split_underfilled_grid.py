@@ -5,9 +5,9 @@ tl.program_id(n)`: last, so the x axis keeps its 2^31 limit for B*H and no axis
 is renumbered) and the V offset `o_v = tl.arange(0, BV)` becomes
 `i_v * BV + tl.arange(0, BV)`. A kernel that covers V with `tl.arange(0, V)`
 gains a `BV: tl.constexpr` parameter for the tile. Launcher: a generated block
-(template launcher.py.j2) halves BV, from next_power_of_2(V), while the grid's
-programs times cdiv(V, BV) are fewer than the SM count, down to `min_bv` (or
-fixes BV at `block`); the grid gains `triton.cdiv(V, BV)` as its last axis, and
+(template launcher.py.j2) caps BV at `max_bv` and halves it while the grid's
+programs times cdiv(V, BV) are fewer than `programs_per_sm` times the SM count,
+down to `min_bv` (or fixes BV at `block`); the grid gains `triton.cdiv(V, BV)` as its last axis, and
 `_num_sms` (template num_sms.py.j2) is added unless the file has one. A literal
 num_warps becomes 1 for tiles of 16 or less.
 
@@ -266,6 +266,11 @@ class SplitUnderfilledGrid(KernelCodemod):
         fixed = self.params["block"]
         if fixed < 0 or fixed & (fixed - 1):
             self.refuse(f"--param block={fixed}: a V tile is a power of two (or 0 to choose from the SM count)")
+        for name in ("min_bv", "max_bv"):
+            if self.params[name] < 1 or self.params[name] & (self.params[name] - 1):
+                self.refuse(f"--param {name}={self.params[name]}: a V tile is a power of two")
+        if self.params["min_bv"] > self.params["max_bv"]:
+            self.refuse(f"--param min_bv={self.params['min_bv']} is above max_bv={self.params['max_bv']}")
         fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
         if fn is None:
             self.refuse(f"{k.name} is not a top-level function of the file")
@@ -430,6 +435,7 @@ class SplitUnderfilledGrid(KernelCodemod):
             else:
                 self._add_launch_kwarg(call, passed(self.kernel_v), self.block)
         block = _render("launcher.py.j2", bv=bv, assign_bv=assign_bv, block=self.params["block"], min_bv=self.params["min_bv"],
+                        max_bv=self.params["max_bv"], per_sm=self.params["programs_per_sm"],
                         programs=programs, programs_text=programs.replace(" ", ""), v=v, device=f"{device}.device")
         prev = self.edits.get(stmts[at])
         self.edits[stmts[at]] = lambda u, b=block, p=prev: cst.FlattenSentinel([*b, *_flat(p(u) if p else u)])

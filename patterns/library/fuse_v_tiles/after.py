@@ -45,7 +45,7 @@ def kda_decode(q, k, v, g, beta, A_log, dt_bias, h):
     B, H, K, V = *q.shape, v.shape[-1]
     o = torch.empty_like(v)
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    # a 128x128 fp32 state is 16K registers: 8 warps keep it at 64 per thread
-    num_warps = 8 if BK * BV >= 128 * 128 else 4
+    # a warp per 2048 fp32 state elements, at most 4: more warps split the reductions over K across warps
+    num_warps = min(4, max(1, BK * BV // 2048))
     kda_decode_kernel[(B * H,)](q, k, v, g, beta, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
     return o, h

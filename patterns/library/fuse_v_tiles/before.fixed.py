@@ -47,8 +47,9 @@ def kda_decode(q, k, v, g, beta, A_log, dt_bias, h):
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
     # one program per head holds the whole [BK, BV] fp32 state in registers
     assert BV <= 256, f"V={V} is too wide to fuse into one program per head: keep the V tiles"
-    # a 128x128 fp32 state is 16K registers: 8 warps keep it at 64 per thread
-    num_warps = 8 if BK * BV >= 128 * 128 else 4
+    # a warp per 2048 fp32 state elements (64 registers a thread), at most 4: more warps
+    # split the reductions over K across warps, through shared memory
+    num_warps = min(4, max(1, BK * BV // 2048))
     grid = (B * H,)
     kda_decode_kernel[grid](q, k, v, g, beta, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
     return o, h

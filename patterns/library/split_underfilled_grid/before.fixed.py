@@ -49,8 +49,10 @@ def gdn_decode(q, k, v, a, b, A_log, dt_bias, h):
     B, H, K, V = *q.shape, v.shape[-1]
     o = torch.empty_like(v)
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    # halve the V tile until B*H*NV programs cover every SM once
-    while BV > 8 and B * H * triton.cdiv(V, BV) < _num_sms(q.device):
+    # at most 64 columns a program, then halve the V tile until the B*H*NV programs
+    # give every SM 4 (16 columns at least)
+    BV = min(BV, 64)
+    while BV > 16 and B * H * triton.cdiv(V, BV) < 4 * _num_sms(q.device):
         BV //= 2
     num_warps = 8 if BK * BV >= 128 * 128 else 4
     gdn_decode_kernel[(B * H, triton.cdiv(V, BV))](q, k, v, a, b, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
