@@ -13,8 +13,8 @@ parameters are replaced by `o_part, lse` and `NUM_SPLITS: tl.constexpr` is
 added. A merge kernel is generated (template merge_kernel.py.j2) from the
 kernel's own prologue (program ids, offsets, masks, the length L): it rebuilds
 the whole range's (m, l, acc) from the partials and runs the epilogue unchanged.
-Launcher: shared constexprs get host names, `num_splits` is chosen (about two
-programs per SM, bounded by max_splits and by the loop length when the host
+Launcher: shared constexprs get host names, `num_splits` is chosen (about
+`programs_per_sm` programs per SM, bounded by max_splits and by the loop length when the host
 knows it) or fixed, the partial buffers are allocated, the grid gains the split
 axis and the merge kernel is launched after the first.
 
@@ -718,7 +718,7 @@ class SplitKvLseMerge(KernelCodemod):
             cap_arg = self.host_value.get(self.bound)
             cap = _code(cap_arg.value) if cap_arg is not None else None
         host_width = self._host(self.width)
-        block = _render("launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"],
+        block = _render("launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"], per_sm=self.params["programs_per_sm"],
                         device=self.device, programs=self.programs, programs_text=self.programs.replace(" ", ""),
                         cap=cap, block=self._host(self.block) if self.block else None, grid=", ".join(grid_elems), width=host_width,
                         lse=self.lse)
