@@ -302,7 +302,7 @@ def test_model_hypotheses_and_patches_go_through_the_same_gate(home: Path, tmp_p
     # a model's patch never merges without a person, even where the pattern is exact
     from patterns.agent.review import ReviewError
 
-    with pytest.raises(ReviewError, match="needs a person's accept"):
+    with pytest.raises(ReviewError, match="a model's patch: a person must accept"):
         ReviewStore(home / "reviews").accept(items["warp_specialization"].id, by="bot", automatic=True)
 
 

@@ -23,7 +23,8 @@ from patterns.agent.loop import AgentConfig, run_agent
 from patterns.agent.review import ReviewError, ReviewStore
 from patterns.library import LIBRARY_DIR, load_pattern
 from patterns.serving.registry import Registry, RegistryError, load_live
-from patterns.types import ReviewItem
+from patterns.types import ReviewItem, Safety
+from patterns.validation.bundle import read_bundle
 from patterns.validation.loader import kernels_dir
 
 OP = "rmsnorm_gate"
@@ -217,9 +218,15 @@ def test_auto_merge_exact_merges_only_exact_rewrites(env: dict[str, Path]) -> No
     assert Registry().live(OP).version == 2 and _sha(env["target"]) == item.candidate_sha256
     kinds = [e.kind for e in Journal(result.run_dir / "journal.jsonl").events]
     assert kinds[-2:] == ["merge", "finish"]
-    # the rule itself: numerics- and concurrency-changing items, and model patches, always wait for a person
+    # the rule itself: numerics- and concurrency-changing items, model patches, and an "exact" rewrite
+    # whose outputs changed by a bit always wait for a person
+    bundle = read_bundle(Path(item.bundle))
+    assert review_mod.auto_merge_refusal(item, bundle) == ""
     for safety, origin in [("numerics-changing", "rewrite"), ("concurrency-changing", "rewrite"), ("exact", "llm-patch")]:
-        assert not review_mod.may_auto_merge(item.model_copy(update={"safety": safety, "origin": origin}))
+        assert review_mod.auto_merge_refusal(item.model_copy(update={"safety": Safety(safety), "origin": origin}), bundle)
+    drifted = bundle.model_copy(deep=True)
+    next(c for c in drifted.checks if c.name == "correctness").details["bit_identical_to_baseline"] = False
+    assert "not bit-identical" in review_mod.auto_merge_refusal(item, drifted)
 
 
 def test_auto_merge_leaves_a_numerics_rewrite_for_a_person(env: dict[str, Path], tmp_path: Path) -> None:
@@ -231,7 +238,7 @@ def test_auto_merge_leaves_a_numerics_rewrite_for_a_person(env: dict[str, Path],
     (item,) = result.reviews
     assert (item.pattern_id, item.safety.value, item.status) == ("tf32x3_dot_precision", "numerics-changing", "pending")
     assert result.merged is None and (folder / "baseline.py").read_bytes() == before
-    with pytest.raises(ReviewError, match="needs a person's accept"):
+    with pytest.raises(ReviewError, match="not merged automatically: numerics-changing"):
         ReviewStore().accept(item.id, by="bot", automatic=True)
     # a person may
     accepted, m = ReviewStore().accept(item.id, by="hana")

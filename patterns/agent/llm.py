@@ -6,7 +6,7 @@ requested as structured output and checked before use; a rejected answer
 raises LLMRejected with a one-line reason and the agent carries on without it
 (the estimate's hypothesis stays; the pattern is skipped). A patch is only
 ever a candidate: it goes through the same gate and review as a codemod's,
-and never merges without a person (patterns.agent.review.may_auto_merge).
+and never merges without a person (patterns.agent.review.auto_merge_refusal).
 """
 from __future__ import annotations
 

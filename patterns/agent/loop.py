@@ -51,7 +51,7 @@ from typing import Any, Callable, Literal
 from patterns.agent.hypothesis import hypothesize
 from patterns.agent.journal import Journal, JournalError, read_start
 from patterns.agent.policy import Action, Planned, defaults, first_failure, follow_ups
-from patterns.agent.review import AUTO, ReviewStore, agent_home, may_auto_merge, review_id, sha256_file
+from patterns.agent.review import AUTO, ReviewStore, agent_home, auto_merge_refusal, review_id, sha256_file
 from patterns.types import Attempt, Hypothesis, ReviewItem
 
 
@@ -459,10 +459,15 @@ class Agent:
             return item
         if item.status == "rejected":
             return None
-        if self.cfg.auto_merge_exact and may_auto_merge(item):
-            merged, m = self.store.accept(item.id, by=AUTO, automatic=True)
-            self.say(f"merged {item.id} automatically (exact rewrite): registry v{merged.registry_version}" + ("" if m else "; no measurement recorded"))
-            return merged
+        if self.cfg.auto_merge_exact:
+            from patterns.validation.bundle import read_bundle
+
+            refusal = auto_merge_refusal(item, read_bundle(Path(item.bundle)))
+            if not refusal:
+                merged, m = self.store.accept(item.id, by=AUTO, automatic=True)
+                self.say(f"merged {item.id} automatically (exact rewrite): registry v{merged.registry_version}" + ("" if m else "; no measurement recorded"))
+                return merged
+            self.say(f"{item.id} left for review: {refusal}")
         if self.cfg.review == "interactive" and self.ask is not None:
             choice = self.ask(item)
             if choice == "accept":

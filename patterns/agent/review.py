@@ -37,9 +37,11 @@ worst relative error over the correctness grid divided by the baseline's
 more accurate). When neither can be formed (a candidate with zero error
 against a baseline with some) nothing is appended and accept says so.
 
-Safety: `may_auto_merge` is the one rule for merging without a person: only
-an exact, codemod-made rewrite whose gate passed. A model's patch, or any
-numerics- or concurrency-changing rewrite, needs a person's accept.
+Safety: `auto_merge_refusal` is the one rule for merging without a person:
+only an exact, codemod-made rewrite whose gate passed with outputs
+bit-identical to the baseline's. A model's patch, any numerics- or
+concurrency-changing rewrite, or an "exact" one that changed a bit, needs a
+person's accept.
 """
 from __future__ import annotations
 
@@ -81,8 +83,19 @@ def review_id(op: str, target: Path, candidate_sha256: str) -> str:
     return f"{op}-{hashlib.sha256(f'{Path(target).resolve()}:{candidate_sha256}'.encode()).hexdigest()[:10]}"
 
 
-def may_auto_merge(item: ReviewItem) -> bool:
-    return item.safety == Safety.exact and item.origin == "rewrite"
+def auto_merge_refusal(item: ReviewItem, bundle: EvidenceBundle) -> str:
+    """Why the item may not merge without a person; "" when it may: an exact rewrite made by a codemod
+    whose outputs the gate found bit-identical to the baseline's on every shape it ran."""
+    if item.safety != Safety.exact:
+        return f"{item.safety.value} ({item.safety.review})"
+    if item.origin != "rewrite":
+        return "a model's patch: a person must accept"
+    correct = [c for c in bundle.checks if c.name == "correctness"]
+    differs = [c for c in correct if not c.details.get("bit_identical_to_baseline")]
+    if not correct or differs:
+        where = ", ".join(f"{k}={v}" for k, v in differs[0].shape.items()) if differs else "no correctness check"
+        return f"declared exact, but its outputs are not bit-identical to the baseline's ({where}): a person must accept"
+    return ""
 
 
 def _now() -> str:
@@ -237,8 +250,6 @@ class ReviewStore:
         with self._locked():
             self._recover()
             item = self._pending(item_id)
-            if automatic and not may_auto_merge(item):
-                raise ReviewError(f"{item.id}: {item.safety.value} ({item.origin}): needs a person's accept, never merged automatically")
             candidate = Path(item.candidate)
             if not candidate.is_file() or sha256_file(candidate) != item.candidate_sha256:
                 raise ReviewError(f"{candidate}: the candidate is missing or changed since it was validated")
@@ -248,6 +259,9 @@ class ReviewStore:
                 raise ReviewError(f"{item.bundle}: cannot read the evidence bundle: {str(exc).splitlines()[0]}") from None
             if not bundle.passed:
                 raise ReviewError(f"{item.bundle}: the gate did not pass: nothing to merge")
+            refusal = auto_merge_refusal(item, bundle) if automatic else ""
+            if refusal:
+                raise ReviewError(f"{item.id}: not merged automatically: {refusal}")
             target = Path(item.target)
             if not target.is_file() or sha256_file(target) != item.target_sha256:
                 raise ReviewError(f"{target}: changed since the candidate was made from it: run the agent again")
