@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal
 
 import torch
 
-from patterns.serving.model import OPS, PRESETS, HybridModel, ModelConfig
+from patterns.serving.model import OPS, HybridModel, ModelConfig
 from patterns.types import EngineOp, EngineReport
 
 Impl = Literal["auto", "reference", "live"]
