@@ -97,6 +97,9 @@ def test_the_hypothesis_carries_the_estimate_numbers(home: Path, tmp_path: Path)
     hyp = plan["hypotheses"]["split_kv_lse_merge"]
     assert "at B=1, PAGE=0: grid of 32 programs fills 24% of 132 SMs" in hyp["text"]
     assert hyp["shape"]["B"] == 1 and hyp["source"] == "estimate"
+    # the analysis behind it, one per shape of the op's GPU grid, is kept in the plan
+    assert [a["shape"] for a in plan["analysis"]] == [dict(s) for s in agent.spec.gpu_shapes]
+    assert "occupancy-bound" in plan["analysis"][0]["others"] + [plan["analysis"][0]["bottleneck"]["cls"]]
     assert plan["planned"][0]["pattern_id"] == "split_kv_lse_merge"
     assert "online_softmax" in plan["already_applied"]  # applied patterns are never planned
     assert all(p["pattern_id"] not in plan["already_applied"] for p in plan["planned"])

@@ -310,3 +310,21 @@ def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -
     assert Pattern.model_validate(yaml.safe_load(append_measured(without, [m1]))).evidence.measured == [m1]
     with pytest.raises(DistillError, match="evidence.measured: cannot merge"):
         append_measured(text.replace("evidence:\n", "evidence: {}\nxevidence:\n", 1), [m1], "p.yaml")
+
+
+def test_a_gpu_bundle_records_the_speed_ratio() -> None:
+    """With a performance layer (a real H200 bundle of the kda_decode baseline) the measurement is the gate's speed ratio."""
+    from patterns.types import Hypothesis
+
+    path = Path(__file__).resolve().parents[1] / "evidence" / "gpu" / "h200-baselines" / "kda_decode--baseline.json"
+    bundle = read_bundle(path)
+    overall = next(c for c in bundle.checks if c.name == "speed overall")
+    item = ReviewItem(
+        id="kda_decode-0123456789", op="kda_decode", run="r", target="kernels/kda_decode/baseline.py", target_sha256="0" * 64,
+        symbol="kda_decode", pattern_id="fuse_v_tiles", params={"num_warps": 8}, safety=Safety.numerics, candidate="c.py",
+        candidate_sha256="1" * 64, diff="", bundle=str(path), device="cuda", grid="all 4 shapes",
+        hypothesis=Hypothesis(pattern_id="fuse_v_tiles", text="t", prediction="p"), created="2026-01-01T00:00:00+00:00",
+    )
+    m = review_mod.measurement(item, bundle)
+    assert (m.metric, m.hardware, m.ratio) == ("speedup", "NVIDIA H200", round(overall.details["geomean_ratio"], 4))
+    assert m.shapes.startswith("B=1/8/32/128/512, T=1, H=32") and m.candidate == "fuse_v_tiles(num_warps=8)"

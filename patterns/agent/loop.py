@@ -211,6 +211,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     seen: dict[str, list[tuple[str, dict, Any, list]]] = {}
     varying = [k for k in shapes[0] if len({s.get(k) for s in shapes}) > 1]
     applied: set[str] = set()
+    analysis = []
     for shape in shapes:
         label = ", ".join(f"{k}={shape[k]}" for k in varying)
         try:
@@ -222,6 +223,8 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
             profile = None
             report = suggest(cfg.target, shapes=shape, dtype=dtype, dtype_overrides=overrides, top=1000)
         for k in report.kernels:
+            analysis.append({"shape": shape, "kernel": k.kernel, "bottleneck": k.bottleneck.model_dump(mode="json"),
+                             "others": [b.cls.value for b in k.other_bottlenecks]})
             applied |= {s.pattern_id for s in k.already_applied}
             for s in k.suggestions:
                 seen.setdefault(s.pattern_id, []).append((label, shape, s, [k.bottleneck, *k.other_bottlenecks]))
@@ -253,7 +256,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
                 note(f"model's hypothesis for {s.pattern_id} not used: {exc}")
         hypotheses[s.pattern_id] = hyp.model_dump(mode="json")
     return {
-        "planned": planned, "hypotheses": hypotheses, "by_hand": by_hand, "already_applied": sorted(applied),
+        "planned": planned, "hypotheses": hypotheses, "by_hand": by_hand, "already_applied": sorted(applied), "analysis": analysis,
         "dtype": dtype, "overrides": overrides, "shapes": shapes, "profile": str(profile) if profile else None,
     }
 
