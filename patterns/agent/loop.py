@@ -404,6 +404,8 @@ class Agent:
             if planned.origin == "rewrite":
                 given = {k: str(v) for k, v in planned.params.items() if v != defaults(entry).get(k)}
                 new = apply(planned.pattern_id, source, str(self.cfg.target), kernel=planned.kernel or None, params=given).candidate.source
+            elif self.llm is None:  # a run planned with a model, resumed without one
+                return Attempt(**common, outcome="invalid", layer="llm", reason="no model endpoint configured now: the patch cannot be asked for")
             else:
                 from patterns.agent.llm import LLMRejected, ask_patch
 
