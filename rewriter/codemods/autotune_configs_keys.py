@@ -2,9 +2,9 @@
 
 Decorator: @triton.autotune(configs=[...], key=[...], restore_value=[...]) above
 @triton.jit (template autotune.py.j2). The configs are the launcher's own setting
-first, then a fixed space (param `space`: small = 4, medium = 8 configs) spanning
-decode-sized and prefill-sized tiles, projected onto the kernel's M/N/K block
-constexprs (BM, BLOCK_M, BLOCK_SIZE_M, ...). The key names every kernel parameter
+first, then a fixed space (param `space`: small = 4, medium = 8 configs spanning
+decode-sized and prefill-sized tiles, hopper = 8 large bf16 tiles for sm_90),
+projected onto the kernel's M/N/K block constexprs (BM, BLOCK_M, BLOCK_SIZE_M, ...). The key names every kernel parameter
 the launch passes a tensor-shape value to; with `bucket=M` the raw M leaves the
 key for a constexpr M_BUCKET = min(next_power_of_2(M), 4096) and M becomes
 do_not_specialize. restore_value lists the pointers the kernel both loads and
@@ -12,6 +12,9 @@ stores (or updates atomically): timing runs every config on the real arguments.
 Launcher: the tuned constexprs, num_warps and num_stages leave the launch, their
 assignments go, and a grid that counts tuned tiles becomes `lambda meta: ...`
 reading meta["BM"], ...
+
+A block passed as a module-level constant (`BM, BN, BK = 128, 128, 32`) counts
+as fixed; the constant goes when nothing else reads it.
 
 Refuses: a kernel already autotuned; a block the launcher computes (from the
 inputs or otherwise) instead of fixing it; a block that neither tiles a program
@@ -31,13 +34,19 @@ from patterns.rewriter.edits import PlannedCodemod, block_dims, code, expr, find
 from patterns.rewriter.samples import GEMM_NAIVE as _GEMM_NAIVE
 
 ROLES = {"M": re.compile(r"B(LOCK_(SIZE_)?)?M"), "N": re.compile(r"B(LOCK_(SIZE_)?)?N"), "K": re.compile(r"B(LOCK_(SIZE_)?)?K")}
-# (BM, BN, BK, num_warps, num_stages): decode-sized tiles first, prefill-sized last. Every entry
-# fits the 227 KB of shared memory of an H100/H200 with fp32 operands, so none is compiled for nothing.
+# (BM, BN, BK, num_warps, num_stages): decode-sized tiles first, prefill-sized last. Every entry of
+# small and medium fits the 227 KB of shared memory of an H100/H200 with fp32 operands.
 SPACES = {
     "small": [(16, 64, 64, 4, 4), (64, 64, 32, 4, 4), (128, 128, 32, 4, 4), (128, 128, 64, 8, 3)],
     "medium": [
         (16, 64, 64, 4, 4), (16, 128, 64, 4, 4), (32, 64, 32, 4, 5), (64, 64, 32, 4, 4),
         (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (128, 128, 32, 4, 4), (128, 128, 64, 8, 3),
+    ],
+    # large bf16/fp16 GEMMs on Hopper: wgmma-sized tiles, 8 warps, 3-4 stages (up to 192 KB of shared
+    # memory with 2-byte operands; with fp32 operands the deepest ones do not fit and the autotuner skips them)
+    "hopper": [
+        (128, 128, 64, 4, 4), (128, 128, 64, 8, 4), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
+        (256, 128, 64, 8, 3), (256, 128, 64, 8, 4), (64, 256, 64, 4, 4), (128, 256, 32, 8, 5),
     ],
 }
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
@@ -194,6 +203,21 @@ def w8_matmul(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> torch.Tensor
 '''
 
 
+def _module_ints(module: cst.Module) -> dict[str, tuple[int, cst.SimpleStatementLine]]:
+    """Module-level names bound once to an int literal (`BM = 128`, `BM, BN = 128, 64`) and their statements."""
+    found: dict[str, list[tuple[int, cst.SimpleStatementLine]]] = {}
+    for stmt in module.body:
+        if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget()])])):
+            continue
+        tgt, val = stmt.body[0].targets[0].target, stmt.body[0].value  # type: ignore[attr-defined]
+        pairs = zip(tgt.elements, val.elements) if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple) else [(tgt, val)]
+        for t, v in pairs:
+            t, v = getattr(t, "value", t), getattr(v, "value", v)
+            if isinstance(t, cst.Name):
+                found.setdefault(t.value, []).append((int(v.value) if isinstance(v, cst.Integer) else None, stmt))
+    return {name: hits[0] for name, hits in found.items() if len(hits) == 1 and hits[0][0] is not None}
+
+
 def _role(name: str) -> str | None:
     return next((r for r, rx in ROLES.items() if rx.fullmatch(name)), None)
 
@@ -227,6 +251,7 @@ class AutotuneConfigsKeys(PlannedCodemod):
             self.refuse(f"{k.name} is launched {len(k.launches)}× in this file: the launch and the grid must change with the decorator")
         la = find_launch(self, module, k.launches[0].line, params)
         self.la = la
+        consts = _module_ints(module)
         # -- the blocks and the launcher's current setting
         current: dict[str, int] = {}
         host_block: dict[str, str] = {}  # launcher name -> block
@@ -237,6 +262,8 @@ class AutotuneConfigsKeys(PlannedCodemod):
             if arg.keyword is None:
                 self.refuse(f"the launch passes {b} positionally: pass it by keyword first")
             value = la.literal(arg.value)
+            if value is None and isinstance(arg.value, cst.Name) and arg.value.value not in la.assigns:
+                value = consts.get(arg.value.value, (None, None))[0]  # a module-level tile constant
             if value is None:
                 src = arg.value
                 if isinstance(src, cst.Name) and la.assigns.get(src.value):
@@ -276,6 +303,7 @@ class AutotuneConfigsKeys(PlannedCodemod):
         self.replace(la.call, lambda u: _drop_kwargs(u, dropped, bucket and bucket_name, la))
         self.keep_width(la.stmt)
         self._drop_host_names(la, host_block)
+        self._drop_module_constants(module, consts, host_block)
         for b, g in self.unfollowed:
             self.refuse(f"the grid `{g}` does not follow {b}: it cannot be rewritten to a lambda over the tuned blocks")
         # -- decorators (and the bucket's constexpr)
@@ -400,6 +428,26 @@ class AutotuneConfigsKeys(PlannedCodemod):
                 if (mt.group(1) or mt.group(2)) in k.pid_deps:
                     return True
         return False
+
+    def _drop_module_constants(self, module: cst.Module, consts: dict, host_block: dict[str, str]) -> None:
+        """Remove a module-level `BM, BN, BK = 128, 128, 32` whose names now only the tuned kernel and launch read."""
+        stmts = {id(stmt): stmt for name, (_, stmt) in consts.items() if name in host_block and name not in self.la.assigns}
+        grid_nodes = {id(n) for n in m.findall(self.grid_stmt or self.la.grid, m.Name())}
+        launch_nodes = {id(n) for n in m.findall(self.la.call, m.Name())}
+        for stmt in stmts.values():
+            names = {n.value for n in m.findall(stmt, m.Name())}
+            if not names <= set(host_block):
+                continue  # it also defines something the rewrite does not tune
+            for top in module.body:
+                if top is stmt or top is self.fn:
+                    continue
+                if any(id(n) not in grid_nodes | launch_nodes for n in m.findall(top, m.Name(m.MatchIfTrue(lambda v: v in names)))):
+                    break
+            else:
+                self.remove(stmt)
+                # the blank lines that met where it was stay two, as between top-level definitions
+                self.replace(self.fn, lambda u: u.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+                             if all(ln.comment is None for ln in u.leading_lines) else u)
 
     def _drop_host_names(self, la, host_block: dict[str, str]) -> None:
         """Remove the launcher's assignments of the tuned blocks; refuse if it uses them elsewhere."""
