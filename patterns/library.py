@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from patterns.facts import FactsError, extract_file, write_atomic
-from patterns.predicates import Subject, evaluate
+from patterns.predicates import PREDICATES, Subject, evaluate
 from patterns.types import FileFacts, Pattern, Verdict
 
 LIBRARY_DIR = Path(__file__).parent / "library"
@@ -117,6 +117,18 @@ def _load_cached(root: str, stamp: tuple) -> tuple[Entry, ...]:
     return entries
 
 
+def _code_digest() -> str:
+    """The validation code this process runs: read at import, so a process started before
+    an edit never takes a snapshot that newer code (say, a new predicate) wrote."""
+    h = hashlib.sha256(f"{sys.version}\0{pydantic.VERSION}\0{sorted(PREDICATES)}".encode())
+    for module in ("types.py", "predicates.py", "library.py"):
+        h.update(Path(__file__).with_name(module).read_bytes())
+    return h.hexdigest()
+
+
+_CODE = _code_digest()
+
+
 def _snapshot_file(root: str, folders: list[Path]) -> Path | None:
     """Where the validated library is kept, named by everything validation depends on.
 
@@ -127,9 +139,7 @@ def _snapshot_file(root: str, folders: list[Path]) -> Path | None:
     """
     if os.environ.get("PATTERNS_NO_LIBRARY_CACHE"):
         return None
-    h = hashlib.sha256(f"{sys.version}\0{pydantic.VERSION}\0{root}".encode())
-    for module in ("types.py", "predicates.py", "library.py"):
-        h.update(Path(__file__).with_name(module).read_bytes())
+    h = hashlib.sha256(f"{_CODE}\0{root}".encode())
     for folder in folders:
         try:
             h.update(f"\0{folder.name}\0".encode() + (folder / "pattern.yaml").read_bytes())

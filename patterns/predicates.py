@@ -804,3 +804,19 @@ def sum_and_sum_of_squares(s: Subject) -> Verdict:
     if both:
         return Verdict(ok=True, lines=sorted(set(lines)), reasons=[f"sum and sum of squares of {', '.join(both)} in one pass"])
     return Verdict(ok=False, reasons=["no sum together with sum of squares of one value"])
+
+
+@predicate()
+def modulo_indexed_load(s: Subject) -> Verdict:
+    """A load whose offset is taken modulo a value no program id feeds (`table + o % C`): at most that many elements, re-read by every program."""
+    k = _kernel(s)
+    hits = []
+    for c in k.calls_named("tl.load"):
+        if not c.args:
+            continue
+        ptr = c.args[0].strip()
+        ptr = k.assigns[ptr][1] if ptr in k.assigns else ptr  # p_s = table + o % C; tl.load(p_s)
+        moduli = re.findall(r"%\s*([A-Za-z_]\w*|\d+)\b", ptr)
+        if any(m.isdigit() or m not in k.pid_deps for m in moduli):
+            hits.append(c)
+    return _hit(hits, "tl.load indexed modulo a program-independent size")

@@ -88,6 +88,62 @@ def decode(x):
     assert a.numbers["bytes"] == 32 * (32768 * 128 + 128) * 2
 
 
+_GEMM = """
+import triton, triton.language as tl
+
+@triton.jit
+def mm_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    i_m, i_n = tl.program_id(0), tl.program_id(1)
+    o_m, o_n, o_k = i_m * BM + tl.arange(0, BM), i_n * BN + tl.arange(0, BN), tl.arange(0, BK)
+    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        b_acc += tl.dot(tl.load(a + o_m[:, None] * K + (i_k + o_k)[None, :]), tl.load(b + (i_k + o_k)[:, None] * N + o_n[None, :]))
+    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc)
+
+def mm(a, b, c, M, N, K):
+    mm_kernel[(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))](a, b, c, M, N, K, BM=BLOCK_M, BN=BLOCK_N, BK=64, num_warps=WARPS)
+"""
+
+
+@pytest.mark.parametrize("bm,bn,warps,spills", [(128, 256, 8, False), (128, 128, 4, False), (64, 64, 4, False), (256, 256, 4, True)])
+def test_register_estimate_of_a_gemm_tile(bm, bn, warps, spills):
+    """Triton's matmul-tutorial tiles (128x256 at 8 warps, 128x128 at 4) fit; a 256x256 fp32 accumulator over 128 threads does not."""
+    src = _GEMM.replace("BLOCK_M", str(bm)).replace("BLOCK_N", str(bn)).replace("WARPS", str(warps))
+    f = extract_source(src, "mm.py")
+    a = estimate(f, f.kernels[0], gpu("h200"), {"M": 8192, "N": 8192, "K": 8192})
+    assert (a.numbers["regs_per_thread_est"] >= 255) == spills
+    assert any("spills" in r for b in [a.primary, *a.others] for r in b.rationale) == spills
+
+
+_LOOKUP = """
+import triton, triton.language as tl
+
+@triton.jit
+def scale_kernel(x, table, y, N, C: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    o = pid * BLOCK + tl.arange(0, BLOCK)
+    p_t = table + OFFSET
+    tl.store(y + o, tl.load(x + o) * tl.load(p_t))
+"""
+
+
+@pytest.mark.parametrize("offset,holds", [
+    ("o % C", True),           # a C-entry table every program re-reads
+    ("(o // 4) % 128", True),  # a literal modulus
+    ("o", False),              # the stream itself
+    ("o % pid", False),        # the modulus comes from the program id: no shared table
+])
+def test_modulo_indexed_load(offset, holds):
+    from patterns.predicates import Subject, evaluate
+    from patterns.types import Condition
+
+    f = extract_source(_LOOKUP.replace("OFFSET", offset), "lookup.py")
+    v = evaluate(Condition.model_validate("modulo_indexed_load"), Subject(f, f.kernels[0]))
+    assert v.ok == holds, v.reasons
+    if holds:
+        assert v.lines == [9]
+
+
 # --------------------------------------------------------------------------------------
 # embeddings and the index
 # --------------------------------------------------------------------------------------
