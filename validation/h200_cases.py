@@ -1,7 +1,7 @@
 """Issue #8's four cases on one GPU: each op's baseline, the rewrites' candidates and upstream, side by side.
 
     python -m patterns.validation.h200_cases --out DIR [--cases kda_decode,cp_state_merge,decode_attention,matmul]
-        [--rounds 15] [--sweep] [--candidate OP=PATH ...] [--warm-workers 12]
+        [--rounds 15] [--sweep [CASES]] [--candidate OP=PATH ...] [--warm-workers 12]
 
 Every candidate is what the rewrites produce: each step of STEPS is a chain of
 `patterns apply` calls on kernels/<op>/baseline.py, run here, and its source is
@@ -16,7 +16,7 @@ shapes, every implementation checked against the op's reference on those inputs,
 then all of them timed interleaved (validation/perf.py: CUDA graphs, L2 flushed
 before every launch, rotating order), ratios per round with bootstrap intervals.
 `--sweep` adds launch-parameter variants of the kernels (the evidence behind the
-rewrites' launch heuristics). `--warm-workers N` compiles every variant in N
+rewrites' launch heuristics), for every case or the ones named. `--warm-workers N` compiles every variant in N
 parallel processes first, so the timed processes find Triton's cache warm.
 Writes DIR/<op>.json; `python -m patterns.validation.benchmarks_report` renders them.
 """
@@ -53,6 +53,8 @@ STEPS: dict[str, tuple[Step, ...]] = {
     "kda_decode": (
         Step("fused", (("fuse_v_tiles", {}),),
              "one program per head computes the norms, gate and beta once instead of once per V tile"),
+        Step("fused+split", (("fuse_v_tiles", {}), ("split_underfilled_grid", {})),
+             "B*HV programs under-fill 132 SMs at small batch: V tiles sized from the SM count, warps from the tile"),
     ),
     "cp_state_merge": (
         Step("tf32x3", (("tf32x3_dot_precision", {}),),
@@ -66,12 +68,39 @@ STEPS: dict[str, tuple[Step, ...]] = {
         Step("grouped", (("grouped_pid_ordering", {}),), "GROUP_M-row tile groups reuse B panels in L2"),
         Step("persistent", (("grouped_pid_ordering", {}), ("persistent_tile_loop", {})),
              "one program per SM walks its tiles: no tail wave, no per-tile launch"),
+        Step("autotuned", (("grouped_pid_ordering", {}), ("autotune_configs_keys", {"space": "hopper"})),
+             "128x128x32 tiles at 4 warps leave wgmma and the copy pipeline half used: tune tiles, warps, stages"),
     ),
 }
 # launch-parameter sweeps of the same chains (only with --sweep): op -> [(label, chain)]
 SWEEP_CHAINS: dict[str, list[tuple[str, Chain]]] = {
-    "decode_attention": [(f"split-KV x{n}", (("split_kv_lse_merge", {"num_splits": str(n)}),)) for n in (1, 2, 4, 8, 16, 32, 64)],
+    "decode_attention": [(f"split-KV x{n}", (("split_kv_lse_merge", {"num_splits": str(n)}),)) for n in (2, 4, 8, 16, 32)],
 }
+# the last kernel a sweep launcher compiled: its resources go into the JSON (registers, spills, MMA kind)
+_LAST_LAUNCH: list[Any] = []
+
+
+def _launched(handle) -> None:
+    _LAST_LAUNCH[:] = [handle]
+
+
+def _resources(handle) -> dict[str, Any]:
+    """Registers, spills, shared memory and which MMA instructions the compiled kernel uses (from its PTX)."""
+    out: dict[str, Any] = {}
+    for key, get in (("registers", lambda h: h.n_regs), ("spills", lambda h: h.n_spills), ("shared_bytes", lambda h: h.metadata.shared)):
+        try:
+            out[key] = int(get(handle))
+        except Exception:  # noqa: BLE001 - fields differ between Triton versions; record what there is
+            pass
+    try:
+        ptx = handle.asm["ptx"]
+        out["ptx_wgmma"] = ptx.count("wgmma.mma_async")
+        out["ptx_mma_sync"] = ptx.count("mma.sync")
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
 FLA = ("fla-core", "0.6.0", "fla/ops/kda/fused_recurrent.py", "fused_recurrent_kda_fwd", "236-335")
 
 
@@ -81,8 +110,10 @@ class Variant:
 
     name: str
     role: str  # baseline | step | upstream | upstream-sweep | sweep
-    launch: Callable[[dict], dict]
+    launch: Callable[[dict], Any]  # what is timed: no copies
     note: str = ""
+    # names (and copies) what `launch` returned, for the comparison with the reference
+    outputs: Callable[[Any, dict], dict] = lambda ret, a: ret
 
 
 @dataclass
@@ -144,7 +175,7 @@ def _chain_text(chain: Chain) -> str:
 def _impl_variant(ctx: Ctx, name: str, role: str, impl, note: str = "") -> Variant:
     from patterns.validation.runner import collect
 
-    return Variant(name, role, lambda a, impl=impl: collect(ctx.spec, impl.launcher(**a), a), note)
+    return Variant(name, role, lambda a, impl=impl: impl.launcher(**a), note, outputs=lambda ret, a: collect(ctx.spec, ret, a))
 
 
 # --------------------------------------------------------------------------------------
@@ -172,14 +203,14 @@ def _fla_kernel(a: dict, BV: int, num_warps: int) -> dict:
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     o = torch_empty_like(v)
-    fused_recurrent_kda_fwd_kernel[(triton.cdiv(V, BV) * B * HV,)](
+    _launched(fused_recurrent_kda_fwd_kernel[(triton.cdiv(V, BV) * B * HV,)](
         q=q, k=k, v=v, g=a["g"], beta=a["beta"], A_log=a["A_log"], dt_bias=a["dt_bias"], o=o, h0=state, ht=state,
         cu_seqlens=None, ssm_state_indices=None, num_accepted_tokens=None, lower_bound=None, scale=K ** -0.5, N=B, T=T,
         H=H, HV=HV, K=K, V=V, BK=triton.next_power_of_2(K), BV=BV, stride_init_state_token=state.stride(0),
         stride_final_state_token=state.stride(0), stride_indices_seq=1, stride_indices_tok=1, IS_BETA_HEADWISE=False,
         USE_QK_L2NORM_IN_KERNEL=True, INPLACE_FINAL_STATE=True, USE_GATE_IN_KERNEL=True, APPLY_BETA_SIGMOID=True,
         ALLOW_NEG_EIGVAL=False, STATE_V_FIRST=False, num_warps=num_warps, num_stages=2,
-    )
+    ))
     return {"o": o, "state": state}
 
 
@@ -197,10 +228,10 @@ def _kda_launch(module, a: dict, BV: int, num_warps: int) -> dict:
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     o = torch_empty_like(v)
-    module.kda_decode_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
+    _launched(module.kda_decode_fwd_kernel[(triton.cdiv(V, BV), B * HV)](
         q, a["k"], v, a["g"], a["beta"], a["A_log"], a["dt_bias"], o, state, K ** -0.5, T,
         H=H, HV=HV, K=K, V=V, BK=triton.next_power_of_2(K), BV=BV, num_warps=num_warps,
-    )
+    ))
     return {"o": o, "state": state}
 
 
@@ -240,23 +271,23 @@ def _cp_launch(module, a: dict, BV: int, num_warps: int, num_stages: int) -> dic
     m, h_local, h0 = a["m"], a["h_local"], a["h0"]
     N, H, K, V = h_local.shape
     h = torch.empty(N, H, K, V, dtype=torch.float32, device=h_local.device)
-    module.cp_state_merge_fwd_kernel[(triton.cdiv(V, BV), H)](
-        m, h_local, h0, h, N, H=H, K=K, V=V, BK=max(16, triton.next_power_of_2(K)), BV=BV, num_warps=num_warps, num_stages=num_stages)
+    _launched(module.cp_state_merge_fwd_kernel[(triton.cdiv(V, BV), H)](
+        m, h_local, h0, h, N, H=H, K=K, V=V, BK=max(16, triton.next_power_of_2(K)), BV=BV, num_warps=num_warps, num_stages=num_stages))
     return {"h": h}
 
 
-CP_LAUNCHES = [(bv, w, s) for bv in (16, 32, 64) for w in (4, 8) for s in (1, 2, 3)]
+# BV=128 (one program per head, M read once) fits shared memory only unpipelined
+CP_LAUNCHES = [(bv, w, 2) for bv in (16, 32, 64) for w in (4, 8)] + [(128, 4, 1), (128, 8, 1)]
 
 
 def cp_variants(ctx: Ctx) -> list[Variant]:
     if not ctx.sweep:
         return []
-    tf32x3 = ctx.steps["tf32x3"].module
-    vs = [Variant(f"tf32 BV={bv} w={w} s=2", "sweep", lambda a, bv=bv, w=w: _cp_launch(ctx.baseline.module, a, bv, w, 2),
-                  f"baseline kernel (TF32), BV={bv}, num_warps={w}, num_stages=2") for bv in (16, 32, 64) for w in (4, 8)]
-    vs += [Variant(f"tf32x3 BV={bv} w={w} s={s}", "sweep", lambda a, bv=bv, w=w, s=s: _cp_launch(tf32x3, a, bv, w, s),
-                   f"tf32x3 kernel, BV={bv}, num_warps={w}, num_stages={s}") for bv, w, s in CP_LAUNCHES]
-    return vs
+    kernels = {"tf32": ctx.baseline.module, "tf32x3": ctx.steps["tf32x3"].module}
+    launches = {"tf32": CP_LAUNCHES, "tf32x3": CP_LAUNCHES + [(bv, w, 1) for bv in (32, 64) for w in (4, 8)]}
+    return [Variant(f"{prec} BV={bv} w={w} s={s}", "sweep", lambda a, mod=kernels[prec], bv=bv, w=w, s=s: _cp_launch(mod, a, bv, w, s),
+                    f"{'baseline' if prec == 'tf32' else 'tf32x3'} kernel, BV={bv}, num_warps={w}, num_stages={s}")
+            for prec in kernels for bv, w, s in launches[prec]]
 
 
 # --------------------------------------------------------------------------------------
@@ -291,9 +322,9 @@ def _mm_launch(module, a: dict, cfg: tuple[int, ...], persistent: bool) -> dict:
     extra = {}
     if persistent:  # the interpreter has no SMs: a few programs still walk several tiles each
         extra["NUM_SMS"] = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-    module.matmul_fwd_kernel[(min(extra.get("NUM_SMS", tiles), tiles),)](
+    _launched(module.matmul_fwd_kernel[(min(extra.get("NUM_SMS", tiles), tiles),)](
         x, y, c, M, N, K, x.stride(0), x.stride(1), y.stride(0), y.stride(1), c.stride(0), c.stride(1),
-        BM=BM, BN=BN, BK=BK, GROUP_M=8, **extra, num_warps=warps, num_stages=stages)
+        BM=BM, BN=BN, BK=BK, GROUP_M=8, **extra, num_warps=warps, num_stages=stages))
     return {"c": c}
 
 
@@ -335,25 +366,52 @@ def _ratio(times: dict[str, np.ndarray], fast: str, slow: str) -> dict[str, Any]
 
 def check_variants(vs: list[Variant], inputs: dict, want: dict, tol, device: str, log) -> dict[str, dict]:
     """Run each variant once on fresh copies of `inputs` and compare with the reference's `want`."""
-    from patterns.validation.runner import clone_inputs, errors, first_mismatch, sync
+    from patterns.validation.runner import clone_inputs, sync
 
     out = {}
     for v in vs:
         entry = out[v.name] = {"role": v.role, "note": v.note}
+        _LAST_LAUNCH.clear()
         try:
-            got = v.launch(clone_inputs(inputs))
+            args = clone_inputs(inputs)
+            got = v.outputs(v.launch(args), args)
             sync(device)
+            if _LAST_LAUNCH and device != "cpu":
+                entry["resources"] = _resources(_LAST_LAUNCH[0])
         except Exception as e:  # noqa: BLE001 - a launch that does not compile (too much shared memory) is a finding
             entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             log(f"  {v.name}: {entry['error']}")
             continue
-        entry["abs_err"], entry["rel_err"] = errors(got, want)
-        bad = first_mismatch(got, want, tol)
+        entry["abs_err"], entry["rel_err"], bad = compare(got, want, tol)
         entry["correct"] = bad is None
         if bad is not None:
-            entry["mismatch"] = bad.describe(tol)
-            log(f"  {v.name}: wrong: {entry['mismatch']}")
+            entry["mismatch"] = bad
+            log(f"  {v.name}: wrong: {bad}")
+        del got, args
     return out
+
+
+def compare(got: dict, want: dict, tol) -> tuple[float, float, str | None]:
+    """(max abs error, max abs error / max |reference|, first failing output or None), on the tensors' device:
+    the GPU shapes hold gigabytes, too many to copy to the host for every variant."""
+    worst_abs = worst_rel = 0.0
+    bad = None
+    for name, w in want.items():
+        g = got.get(name)
+        if g is None or g.shape != w.shape:
+            return float("inf"), float("inf"), f"{name}: shape {None if g is None else tuple(g.shape)} vs {tuple(w.shape)}"
+        g, w = g.float(), w.float()
+        nan = g.isnan() != w.isnan()
+        if bool(nan.any()):
+            return float("nan"), float("nan"), f"{name}: NaN where the reference has none (or the reverse)"
+        diff = (g - w).abs().nan_to_num(0.0)
+        worst_abs = max(worst_abs, float(diff.max()))
+        worst_rel = max(worst_rel, float(diff.max()) / max(float(w.nan_to_num(0.0).abs().max()), 1e-30))
+        over = diff > tol.atol + tol.rtol * w.abs().nan_to_num(0.0)
+        if bad is None and bool(over.any()):
+            i = int(over.flatten().nonzero()[0])
+            bad = f"{name}[{i}] = {float(g.flatten()[i]):.6g} vs reference {float(w.flatten()[i]):.6g} (atol {tol.atol:g} + rtol {tol.rtol:g}*|ref|)"
+    return worst_abs, worst_rel, bad
 
 
 def smoke(op: str, log=print) -> dict[str, dict]:
@@ -471,7 +529,7 @@ def run_case(op: str, out: Path, rounds: int, sweep: bool, overrides: dict[str, 
         "op": op, "device": torch.cuda.get_device_name(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "environment": _environment(), "ceilings": ceilings, "rounds": rounds, "sweep": sweep,
         "steps": ctx.sources, "rows": rows, "seconds": round(time.time() - t0, 1),
-        "command": f"python -m patterns.validation.h200_cases --cases {op}" + (" --sweep" if sweep else "")
+        "command": f"python -m patterns.validation.h200_cases --out DIR --cases {op}" + (f" --sweep {op}" if sweep else "")
         + "".join(f" --candidate {k}={v}" for k, v in overrides.items() if k == op),
     }
     if spec.partition is not None:
@@ -623,7 +681,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for <op>.json")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated ops (default: {','.join(CASES)})")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
-    parser.add_argument("--sweep", action="store_true", help="add launch-parameter variants of the kernels")
+    parser.add_argument("--sweep", nargs="?", const="all", default="", metavar="CASES",
+                        help="add launch-parameter variants of the kernels (of every case, or of the comma-separated CASES)")
     parser.add_argument("--candidate", action="append", default=[], metavar="OP=PATH", help="an accepted candidate replacing OP's last step")
     parser.add_argument("--warm-workers", type=int, default=0, help="compile every variant in N parallel processes first")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # one case, in this process
@@ -648,9 +707,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.case:
         shard = tuple(int(x) for x in args.warm_shard.split("/")) if args.warm_shard else None
-        return run_case(args.case, args.out, args.rounds, args.sweep, overrides, shard)  # type: ignore[arg-type]
+        sweep = args.sweep == "all" or args.case in args.sweep.split(",")
+        return run_case(args.case, args.out, args.rounds, sweep, overrides, shard)  # type: ignore[arg-type]
     base = [sys.executable, "-m", "patterns.validation.h200_cases", "--out", str(args.out), "--rounds", str(args.rounds)]
-    base += ["--sweep"] if args.sweep else []
+    base += [f"--sweep={args.sweep}"] if args.sweep else []
     base += [f"--candidate={k}={v}" for k, v in overrides.items()]
     if args.warm_workers:
         per = max(1, args.warm_workers // len(cases))
