@@ -22,7 +22,7 @@ import pytest
 from openai_stub_server import serve
 from patterns.agent.journal import Journal
 from patterns.agent.loop import Agent, AgentConfig, run_agent
-from patterns.agent.policy import Action, Planned, follow_ups, first_failure, next_param
+from patterns.agent.policy import Action, Planned, defaults, follow_ups, first_failure, next_param
 from patterns.agent.review import ReviewStore
 from patterns.library import get, load_library
 from patterns.types import Attempt, CheckResult, EvidenceBundle, JournalEvent
@@ -116,17 +116,22 @@ def _attempt(pattern: str, outcome: str, layer: str = "", params: dict | None = 
 
 def test_failed_correctness_tries_the_next_declared_parameter() -> None:
     entries = {e.id: e for e in load_library()}
-    first = {"num_warps": 8, "max_block": 256}
+    entry = entries["fuse_v_tiles"]
+    first = defaults(entry)
+    warps = entry.pattern.transformation.params["num_warps"].choices
+    others = [w for w in warps if w != first["num_warps"]]
     tried = {("fuse_v_tiles", "target"): [first]}
     action, more = follow_ups(_attempt("fuse_v_tiles", "failed", "correctness", first), entries, tried, kernel="k")
     assert action == Action.next_param
-    assert more == [Planned("fuse_v_tiles", {"num_warps": 4, "max_block": 256}, "target", kernel="k")]
+    assert more == [Planned("fuse_v_tiles", {**first, "num_warps": others[0]}, "target", kernel="k")]
     # every declared value tried: the pattern is given up
-    tried[("fuse_v_tiles", "target")] += [{"num_warps": 4, "max_block": 256}, {"num_warps": 16, "max_block": 256}]
+    tried[("fuse_v_tiles", "target")] += [{**first, "num_warps": w} for w in others]
     assert follow_ups(_attempt("fuse_v_tiles", "failed", "correctness", first), entries, tried) == (Action.next_pattern, [])
     # a slower candidate on a GPU is tuned the same way
-    assert follow_ups(_attempt("software_pipelining_num_stages", "failed", "performance", {"num_stages": 3, "where": "loop"}), entries,
-                      {("software_pipelining_num_stages", "target"): [{"num_stages": 3, "where": "loop"}]})[1][0].params == {"num_stages": 2, "where": "loop"}
+    pipe = defaults(entries["software_pipelining_num_stages"])
+    stages = [s for s in entries["software_pipelining_num_stages"].pattern.transformation.params["num_stages"].choices if s != pipe["num_stages"]]
+    _, more = follow_ups(_attempt("software_pipelining_num_stages", "failed", "performance", pipe), entries, {("software_pipelining_num_stages", "target"): [pipe]})
+    assert more[0].params == {**pipe, "num_stages": stages[0]}
 
 
 def test_failed_partition_stacks_the_numerics_pattern_on_the_candidate() -> None:
