@@ -169,7 +169,7 @@ def load_candidates(ctx: Ctx, work: Path, overrides: dict[str, Path]) -> None:
 
 
 def _chain_text(chain: Chain) -> str:
-    return " | ".join(f"patterns apply {p} " + " ".join(f"--param {k}={v}" for k, v in params.items()) for p, params in chain).replace("  ", " ")
+    return " | ".join(" ".join([f"patterns apply {p}", *(f"--param {k}={v}" for k, v in params.items())]) for p, params in chain)
 
 
 def _impl_variant(ctx: Ctx, name: str, role: str, impl, note: str = "") -> Variant:
@@ -550,7 +550,7 @@ def partition_curves(ctx: Ctx) -> dict[str, Any]:
     final = list(ctx.steps)[-1]
     checks = check_partition(ctx.spec, ctx.baseline, ctx.steps[final], load_reference(ctx.spec), ctx.device)
     c = checks[0]
-    return {"candidate": final, "passed": c.passed, "reason": c.reason, **c.details}
+    return {**c.details, "step": final, "passed": c.passed, "reason": c.reason, "shape": c.shape}
 
 
 def _print_row(op: str, row: dict, log) -> None:

@@ -1,0 +1,242 @@
+"""BENCHMARKS.md and its roofline plot, generated from the JSON that h200_cases writes.
+
+    python -m patterns.validation.benchmarks_report evidence/gpu/h200-*/ --out BENCHMARKS.md [--plot docs/benchmarks-roofline.png]
+
+Every figure in the page comes from the JSON files found (an <op>.json per case,
+from `python -m patterns.validation.h200_cases`); nothing is typed in by hand, so
+a new GPU run (the agent's accepted candidates, `--candidate OP=PATH`) is
+published by running the two commands again. The plot places each op's baseline
+and final candidate, at each shape, against the copy bandwidth and bf16 matmul
+rate measured in the same runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ORDER = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
+TITLES = {
+    "kda_decode": "KDA decode (reference case 3)",
+    "cp_state_merge": "Context-parallel state merge, tf32x3 (reference case 1)",
+    "decode_attention": "Decode attention, split-KV",
+    "matmul": "GEMM, bf16",
+}
+UPSTREAM = {"kda_decode": "FLA default", "matmul": "torch.matmul"}
+
+
+class ReportError(ValueError):
+    """Bad input: one line naming the file and the problem."""
+
+
+def load(paths: list[Path]) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    files = [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+    for f in files:
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ReportError(f"{f}: not readable JSON ({e})") from None
+        if not isinstance(data, dict) or "rows" not in data or data.get("op") not in ORDER:
+            continue  # another kind of file in the same folder (an evidence bundle, a sweep)
+        data["_path"] = str(f)
+        found[data["op"]] = data
+    if not found:
+        raise ReportError(f"{', '.join(map(str, paths))}: no h200_cases JSON (an <op>.json with rows) found")
+    return found
+
+
+def _ci(r: dict | None) -> str:
+    return f"{r['median']:.2f}× [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r else "–"
+
+
+def _us(e: dict | None) -> str:
+    return f"{e['us']:.1f}" if e and "us" in e else "–"
+
+
+def _achieved(op: str, e: dict | None) -> str:
+    if not e or "us" not in e:
+        return "–"
+    if op == "matmul":
+        return f"{e['TFLOPs']:.0f} TFLOP/s ({e['fraction_of_matmul']:.0%})"
+    return f"{e['GBps']:.0f} GB/s ({e['fraction_of_copy']:.0%})"
+
+
+def _shape(row: dict) -> str:
+    s = row["shape"]
+    keys = {"kda_decode": ("B",), "cp_state_merge": ("N", "H", "K"), "decode_attention": ("B", "PAGE"), "matmul": ("M", "N", "K")}
+    return ", ".join(f"{k}={s[k]}" for k in keys.get(row.get("op", ""), tuple(s)) if k in s) or row["label"]
+
+
+def case_section(op: str, res: dict) -> list[str]:
+    rows = res["rows"]
+    for r in rows:
+        r["op"] = op
+    steps = list(res["steps"])
+    final = rows[0]["final"]
+    up = UPSTREAM.get(op)
+    lines = [f"## {TITLES[op]}", ""]
+    lines += [f"Reproduce: `{res['command']}` ({res['rounds']} interleaved rounds; {res['device']}, "
+              f"copy {res['ceilings']['copy_GBps']:.0f} GB/s, bf16 matmul {res['ceilings']['matmul_TFLOPs']:.0f} TFLOP/s "
+              f"measured in the same process; {', '.join(f'{k} {v}' for k, v in res['environment'].items())}). "
+              f"Raw data: `{res['_path']}`.", ""]
+    # the main table
+    head = ["shape", "baseline µs", f"{final} µs", "limit µs", f"{final} vs baseline"]
+    if up:
+        head += [f"{up} µs", f"{final} vs {up}"]
+    if any("best_upstream_launch" in r for r in rows):
+        head += ["FLA best launch", f"{final} vs it"]
+    head += ["achieved", "correct"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        v = r["variants"]
+        cells = [_shape(r), _us(v.get("baseline")), _us(v.get(final)), f"{r.get('limit_us', float('nan')):.1f}",
+                 _ci(r["ratios"].get(f"{final} vs baseline"))]
+        if up:
+            cells += [_us(v.get(up)), _ci(r["ratios"].get(f"{final} vs {up}"))]
+        if any("best_upstream_launch" in x for x in rows):
+            best = r.get("best_upstream_launch")
+            cells += [f"{best.removeprefix('FLA ')}: {_us(v.get(best))} µs" if best else "–", _ci(r["ratios"].get(f"{final} vs best upstream launch"))]
+        e = v.get(final, {})
+        cells += [_achieved(op, e), "yes" if e.get("correct") else f"no: {e.get('mismatch', e.get('error', '?'))}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Ratios are per-round time ratios (> 1: the first is faster), median and bootstrap 95% interval; "
+              "limit: the model's bytes at the measured copy bandwidth" + (" (FLOPs at the measured matmul rate)" if op == "matmul" else "") + ".", ""]
+    # each step
+    if len(steps) > 1:
+        lines += ["Each step of the rewrite chain against the baseline:", ""]
+        lines += ["| shape | " + " | ".join(f"{s} (`{res['steps'][s]['chain']}`)" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+        for r in rows:
+            lines.append(f"| {_shape(r)} | " + " | ".join(f"{_us(r['variants'].get(s))} µs, {_ci(r['ratios'].get(f'{s} vs baseline'))}" for s in steps) + " |")
+        lines.append("")
+    else:
+        lines += [f"Candidate: `{res['steps'][final]['chain']}` on `kernels/{op}/baseline.py`.", ""]
+    # the partition curve
+    part = res.get("partition")
+    if part:
+        shape = ", ".join(f"{k}={v}" for k, v in part.get("shape", {}).items()) if isinstance(part.get("shape"), dict) else ""
+        lines += [f"Partitioned vs unpartitioned ({part['axis']}{', ' + shape if shape else ''}), rel err = max|Δ| / max|reference|, "
+                  f"tolerance atol {part['tolerance']['atol']:g} + rtol {part['tolerance']['rtol']:g}:", ""]
+        lines += [f"| {part['axis']} | baseline rel err | {final} rel err |", "|---|---|---|"]
+        base = {p["n"]: p for p in part["baseline"]}
+        for p in part["candidate"]:
+            b = base.get(p["n"], {})
+            lines.append(f"| {p['n']} | {b.get('rel_err', float('nan')):.1e} ({'pass' if b.get('passed') else 'FAIL'}) | "
+                         f"{p.get('rel_err', float('nan')):.1e} ({'pass' if p.get('passed') else 'FAIL'}) |")
+        lines.append("")
+    # targets
+    lines += ["Targets (issue #8):", ""]
+    lines += [f"- {'met' if t['met'] else '**missed**'}: {t['what']}: {t['measured']}" for t in res["targets"]]
+    lines.append("")
+    # sweeps
+    sweep = sorted({n for r in rows for n, e in r["variants"].items() if e["role"] in ("sweep", "upstream-sweep")})
+    if sweep:
+        lines += [f"<details><summary>Launch sweep ({len(sweep)} variants, µs; the evidence behind the launch rules)</summary>", ""]
+        lines += ["| variant | " + " | ".join(_shape(r) for r in rows) + " | resources |", "|---|" + "---|" * (len(rows) + 1)]
+        for n in sweep:
+            res_ = next((r["variants"][n].get("resources") for r in rows if r["variants"].get(n, {}).get("resources")), None)
+            cells = []
+            for r in rows:
+                e = r["variants"].get(n, {})
+                cells.append(_us(e) if "us" in e else ("error" if "error" in e else "–"))
+            lines.append(f"| {n} | " + " | ".join(cells) + f" | {', '.join(f'{k} {v}' for k, v in (res_ or {}).items())} |")
+        lines += ["", "</details>", ""]
+    return lines
+
+
+def roofline(results: dict[str, dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
+    first = next(iter(results.values()))
+    bw = first["ceilings"]["copy_GBps"] * 1e9
+    peak = first["ceilings"]["matmul_TFLOPs"]
+    xs = [r["flops"] / r["bytes"] for res in results.values() for r in res["rows"] if r.get("bytes") and r.get("flops")]
+    lo, hi = min(xs + [0.1]) / 3, max(xs + [1000]) * 3
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [min(x * bw / 1e12, peak) for x in grid], color="black", lw=1.5,
+            label=f"measured: copy {bw / 1e9:.0f} GB/s, bf16 matmul {peak:.0f} TFLOP/s")
+    colors = {"kda_decode": "tab:blue", "cp_state_merge": "tab:orange", "decode_attention": "tab:green", "matmul": "tab:red"}
+    for op, res in results.items():
+        final = res["rows"][0]["final"]
+        for i, r in enumerate(res["rows"]):
+            if not (r.get("bytes") and r.get("flops")):
+                continue
+            x = r["flops"] / r["bytes"]
+            b, c = r["variants"].get("baseline", {}), r["variants"].get(final, {})
+            if "us" not in b or "us" not in c:
+                continue
+            yb, yc = r["flops"] / (b["us"] * 1e-6) / 1e12, r["flops"] / (c["us"] * 1e-6) / 1e12
+            ax.scatter([x], [yb], marker="o", facecolors="none", edgecolors=colors[op], s=36,
+                       label=f"{op} baseline" if i == 0 else None)
+            ax.scatter([x], [yc], marker="o", color=colors[op], s=36, label=f"{op} {final}" if i == 0 else None)
+            if abs(yc / yb - 1) > 0.03:
+                ax.annotate("", xy=(x, yc), xytext=(x, yb), arrowprops=dict(arrowstyle="->", color=colors[op], lw=0.8))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity of the traffic model (FLOP / byte)")
+    ax.set_ylabel("achieved TFLOP/s (model FLOPs / measured time)")
+    ax.set_title(f"Roofline on {first['device']}: each op's baseline (hollow) and candidate (filled), one point per shape", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, out)
+
+
+def render(results: dict[str, dict], plot: Path | None, out: Path) -> str:
+    lines = ["# Benchmarks", "",
+             "Generated by `python -m patterns.validation.benchmarks_report` from the JSON that "
+             "`python -m patterns.validation.h200_cases` wrote on the GPU; do not edit by hand. Each case ran in a process "
+             "of its own: the op's baseline, each step of its rewrite chain (the `patterns apply` calls shown, run on "
+             "`kernels/<op>/baseline.py`) and upstream, checked against the op's reference on the timed inputs, then timed "
+             "interleaved in CUDA graphs with the L2 flushed before every launch (validation/perf.py).", ""]
+    if plot is not None:
+        lines += [f"![roofline]({os.path.relpath(plot, out.parent)})", ""]
+    lines += ["| case | target | result |", "|---|---|---|"]
+    for op in ORDER:
+        for t in results.get(op, {}).get("targets", []):
+            lines.append(f"| {op} | {t['what']} | {'met' if t['met'] else '**missed**'}: {t['measured']} |")
+    lines.append("")
+    for op in ORDER:
+        if op in results:
+            lines += case_section(op, results[op])
+    missing = [op for op in ORDER if op not in results]
+    if missing:
+        lines += ["## Not measured", "", f"No GPU results for: {', '.join(missing)}.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("inputs", nargs="+", type=Path, help="<op>.json files or folders holding them")
+    parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    parser.add_argument("--plot", type=Path, default=Path("docs/benchmarks-roofline.png"), help="roofline PNG ('' for none)")
+    args = parser.parse_args(argv)
+    try:
+        results = load(args.inputs)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    plot = args.plot if str(args.plot) else None
+    if plot is not None:
+        roofline(results, plot)
+    text = render(results, plot, args.out)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, args.out)
+    print(f"wrote {args.out}" + (f" and {plot}" if plot else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
