@@ -34,8 +34,6 @@ from patterns.types import (
 # weights of the final score: the gates decide relevance, the embedding orders near-ties
 GATE_WEIGHT = 0.65
 SIMILARITY_WEIGHT = 0.35
-# a pattern whose conditions hold on most kernels says little about this one (IDF-like)
-GENERALITY_PENALTY = 0.4
 HOST_KERNEL = "<host code>"
 
 
@@ -61,7 +59,15 @@ class Gate:
     reason: str = ""
 
 
-def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes: set[str], shapes: dict[str, int]) -> Gate:
+def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes: set[str], shapes: dict[str, int],
+         generality: float = 0.0) -> Gate:
+    """Whether the pattern applies, and how strongly: half the bottleneck match, half the code evidence.
+
+    The code evidence of conditions that hold is how rarely they hold on the
+    library's own kernels (`generality`, IDF-like): a condition true of almost
+    every kernel ("not autotuned") says little about this one, a rare one
+    ("an fp32 tl.dot chain at TF32") says a lot.
+    """
     aw = pattern.applies_when
     if hw.vendor not in aw.arch.vendors:
         return Gate(False, 0, [], [], f"not for {hw.vendor} GPUs")
@@ -90,8 +96,7 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
     if not matched:
         matched = ["bottleneck not sized: pass --shape to confirm " + "/".join(b.value for b in aw.bottlenecks)]
     lines: list[int] = verdict.lines if verdict is not None else []
-    # a pattern whose code conditions hold is more specific than one that only shares the bottleneck
-    cond_strength = min(1.0, 0.6 + 0.2 * _leaves(aw.conditions)) if verdict is not None else 0.3
+    cond_strength = 1.0 - generality if verdict is not None else 0.3
     if verdict is not None:
         matched += verdict.reasons
     checked = [sc for sc in aw.shapes if sc.name in shapes]
@@ -103,17 +108,6 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         strength *= 0.85  # the pattern is for certain sizes the user did not give
         matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (pass --shape {sc.name}=…)" for sc in unchecked]
     return Gate(True, 0.5 * strength + 0.5 * cond_strength, matched, lines)
-
-
-def _leaves(cond: Condition | None) -> int:
-    """Positive predicates in a condition: how much code evidence a match carries."""
-    if cond is None:
-        return 0
-    if cond.op == "pred":
-        return 1
-    if cond.op == "not":
-        return 0
-    return sum(_leaves(c) for c in cond.children) if cond.op == "all" else min(_leaves(c) for c in cond.children)
 
 
 def expected_effect(pattern: Pattern, analysis: Analysis) -> str:
@@ -304,11 +298,10 @@ def suggest(
             if present.ok:
                 applied.append(_suggestion(entry, k.name if k else HOST_KERNEL, 1.0, None, "", True, present))
                 continue
-            g = gate(p, subject, analysis, hw, _dtypes(k, dtype, overrides), shapes)
+            g = gate(p, subject, analysis, hw, _dtypes(k, dtype, overrides), shapes, general.get(p.id, 0.0))
             if not g.passed:
                 continue
-            gate_score = g.strength * (1 - GENERALITY_PENALTY * general.get(p.id, 0.0))
-            score = GATE_WEIGHT * gate_score + SIMILARITY_WEIGHT * max(0.0, sim)
+            score = GATE_WEIGHT * g.strength + SIMILARITY_WEIGHT * max(0.0, sim)
             suggestions.append(_suggestion(entry, k.name if k else HOST_KERNEL, score, g, expected_effect(p, analysis), False))
         suggestions.sort(key=lambda s: (-s.score, s.pattern_id))
         reports.append(
