@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patterns.distill.sources import cache_dir
 
-_EXTRACTOR_MODULES = ("patterns.facts", "patterns.cst_facts", "patterns.distill.pyfacts", "patterns.distill.native")
+_EXTRACTOR_MODULES = ("patterns.facts", "patterns.ast_facts", "patterns.distill.pyfacts", "patterns.distill.native")
 
 
 @lru_cache(maxsize=1)

@@ -181,7 +181,8 @@ def extract_native(source: bytes, path: str = "<string>") -> NativeFileFacts:
     """Facts of one CUDA/C++ file. Never raises on odd input: tree-sitter recovers."""
     parser, query, ts = _parser()
     tree = parser.parse(source)
-    caps = ts.QueryCursor(query).captures(tree.root_node)
+    # captures come back in no fixed order; source order keeps the facts (and the per-kind cap) reproducible
+    caps = {name: sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)) for name, nodes in ts.QueryCursor(query).captures(tree.root_node).items()}
 
     fns = sorted(caps.get("function", []), key=lambda n: n.start_byte)
     starts = [f.start_byte for f in fns]

@@ -1,25 +1,31 @@
 """Python/Triton facts for upstream files, at the scale of a whole wheel.
 
-The foundation's extractor (patterns.facts, libcst) is exact but costs about a
-millisecond per node, and upstream modules are mostly host code. So each file is
-split with the standard-library parser (C, ~20x faster):
+Upstream modules are mostly host code, and the foundation's extractor
+(patterns.ast_facts) records far more per node than host code needs. So each
+file is parsed once and split:
 
 * the kernel part -- imports, module-level assignments and blocks (constants,
   conditional @triton.jit helpers), every function or class with a jit-style
-  decorator or a nested kernel -- goes to the foundation's extractor. Other
-  lines are blanked, so every line number stays the same;
-* host functions are read by `_HostReader` on the stdlib AST into the same
-  FileFacts fields the extractor fills for them (host_calls, launches,
-  host_assigns, host_functions), with the same normalisation of names.
+  decorator or a nested kernel -- goes to the foundation's extractor, as the
+  kept statements of the same tree (a blanked copy of the text, every line
+  number unchanged, is parsed only when a wrapped kernel needs its decorator
+  written above it);
+* host functions are read by `_HostReader` into the same FileFacts fields the
+  extractor fills for them (host_calls, launches, host_assigns,
+  host_functions), with the same normalisation of names.
 """
 from __future__ import annotations
 
 import ast
+import bisect
+import copy
 import re
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
-from patterns.facts import _MODULE_ALIASES, FactsError, extract_source
+from patterns import ast_facts
+from patterns.facts import _MODULE_ALIASES, FactsError
 from patterns.types import CallSite, FileFacts, LaunchFacts
 
 # decorators that make (or wrap) a Triton kernel; the extractor decides the rest
@@ -68,8 +74,24 @@ def _start(node: ast.stmt) -> int:
     return min([node.lineno, *[d.lineno for d in decos]])
 
 
-def _has_kernel(node: ast.AST) -> bool:
-    return any(_is_kernel_def(n) for n in ast.walk(node))
+def _kernel_lines(tree: ast.Module) -> list[int]:
+    """Sorted `def` lines of every kernel definition, at any depth (definitions are statements: no expression is walked)."""
+    out = []
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if _is_kernel_def(node):
+            out.append(node.lineno)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                stack.extend(block)
+    return sorted(out)
+
+
+def _has_kernel(node: ast.AST, kernel_lines: list[int]) -> bool:
+    i = bisect.bisect_left(kernel_lines, node.lineno)
+    return i < len(kernel_lines) and kernel_lines[i] <= (node.end_lineno or node.lineno)
 
 
 def wrapped_kernels(tree: ast.Module, lines: list[str]) -> dict[str, list[tuple[str, str]]]:
@@ -105,12 +127,20 @@ def _decorate_wrapped(lines: list[str], tree: ast.Module, wrapped: dict[str, lis
     return done
 
 
-def slice_source(source: str, tree: ast.Module) -> tuple[str, int, list[ast.AST]]:
-    """Blank the lines of host code; returns (kernel text, kept lines, host functions left out)."""
+class Slice(NamedTuple):
+    text: str  # the source with host code blanked (line numbers unchanged)
+    kept_lines: int
+    host: list[ast.AST]  # host functions and methods left out, for _HostReader
+    module: ast.Module | None  # the kept statements of the original tree; None when a line was rewritten (parse `text`)
+
+
+def slice_source(source: str, tree: ast.Module) -> Slice:
+    """Blank the lines of host code."""
     lines = source.split("\n")
     keep = [False] * (len(lines) + 1)
     host: list[ast.AST] = []
     wrapped = _decorate_wrapped(lines, tree, wrapped_kernels(tree, lines))
+    kernel_lines = _kernel_lines(tree)
 
     def mark(a: int, b: int) -> None:
         for i in range(a, min(b, len(lines)) + 1):
@@ -126,12 +156,12 @@ def slice_source(source: str, tree: ast.Module) -> tuple[str, int, list[ast.AST]
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name in wrapped:
                 mark(a - 1, b)  # with the decorator written above it
-            elif _has_kernel(node):
+            elif _has_kernel(node, kernel_lines):
                 mark(a, b)
             else:
                 host.append(node)
         elif isinstance(node, ast.ClassDef):
-            if not _has_kernel(node):
+            if not _has_kernel(node, kernel_lines):
                 host.append(node)
                 continue
             # keep the class header and its kernel members; host methods are read by _HostReader
@@ -139,7 +169,7 @@ def slice_source(source: str, tree: ast.Module) -> tuple[str, int, list[ast.AST]
             mark(a, body_start - 1)
             for member in node.body:
                 ma, mb = _start(member), member.end_lineno or member.lineno
-                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not _has_kernel(member):
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not _has_kernel(member, kernel_lines):
                     host.append(member)
                 else:
                     mark(ma, mb)
@@ -151,7 +181,20 @@ def slice_source(source: str, tree: ast.Module) -> tuple[str, int, list[ast.AST]
             mark(a, b)
     kept_lines = sum(keep)
     out = [line if keep[i + 1] else "" for i, line in enumerate(lines)]
-    return "\n".join(out), kept_lines, host
+    return Slice("\n".join(out), kept_lines, host, None if wrapped else _kept_statements(tree, keep))
+
+
+def _kept_statements(tree: ast.Module, keep: list[bool]) -> ast.Module:
+    """What parsing the blanked text gives, without parsing it again: the statements whose first line is kept."""
+    body = []
+    for node in tree.body:
+        if not keep[_start(node)]:
+            continue
+        if isinstance(node, ast.ClassDef) and not all(keep[_start(m)] for m in node.body):
+            node = copy.copy(node)  # the original keeps its host methods for _HostReader
+            node.body = [m for m in node.body if keep[_start(m)]]
+        body.append(node)
+    return ast.Module(body=body, type_ignores=[])
 
 
 def _dotted(node: ast.AST) -> str:
@@ -161,6 +204,28 @@ def _dotted(node: ast.AST) -> str:
         base = _dotted(node.value)
         return f"{base}.{node.attr}" if base else ""
     return ""
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_nodes(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes in the same order, without the context and operator leaves."""
+    fields = _FIELDS.get(type(node))
+    if fields is None:
+        fields = _FIELDS[type(node)] = tuple(f for f in node._fields if f not in ("ctx", "op", "ops"))
+    out = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            out.append(value)
+        elif type(value) is list:
+            out.extend(v for v in value if isinstance(v, ast.AST))
+    return out
+
+
+# node types _HostReader handles (visit_<name>); everything else is walked through
+_HOST_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom, ast.For, ast.AsyncFor, ast.While, ast.Assign, ast.Call)
 
 
 class _HostReader(ast.NodeVisitor):
@@ -179,6 +244,7 @@ class _HostReader(ast.NodeVisitor):
         self._deps: list[dict[str, set[str]]] = []
         self._indent = 0
         self.kernels: set[str] = set()
+        self._handlers = {cls: getattr(self, f"visit_{cls.__name__}") for cls in _HOST_NODES}
 
     def code(self, node: ast.AST) -> str:
         a, b = node.lineno, node.end_lineno or node.lineno
@@ -193,14 +259,23 @@ class _HostReader(ast.NodeVisitor):
         parts = [self.lines[a - 1][node.col_offset:], *map(dedent, self.lines[a:b - 1]), dedent(self.lines[b - 1][:node.end_col_offset])]
         return "\n".join(parts).strip()
 
-    def visit(self, node: ast.AST):
+    def visit(self, node: ast.AST) -> None:
+        # NodeVisitor's dispatch by method name, from a table: host code is most of a wheel
+        handler = self._handlers.get(type(node))
         if isinstance(node, ast.stmt):
             outer, self._indent = self._indent, node.col_offset
             try:
-                return super().visit(node)
+                handler(node) if handler else self.generic_visit(node)
             finally:
                 self._indent = outer
-        return super().visit(node)
+        elif handler:
+            handler(node)
+        else:
+            self.generic_visit(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in _child_nodes(node):
+            self.visit(child)
 
     def qualify(self, name: str) -> str:
         if not name:
@@ -306,7 +381,7 @@ class _HostReader(ast.NodeVisitor):
                 continue
             elif isinstance(n, ast.Call):
                 out.update(k.arg for k in n.keywords if k.arg)  # keyword names are Name nodes in libcst
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(_child_nodes(n))
         return out
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -411,13 +486,13 @@ def extract_python(text: str, path: str) -> PyRecord:
         for n in tree.body
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     ]
-    sliced, kept, host = slice_source(text, tree)
+    sliced = slice_source(text, tree)
     try:
-        facts = extract_source(sliced, path)
+        facts = ast_facts.parse(sliced.text, path, sliced.module)
     except RecursionError:
         raise FactsError(f"{path}: cannot parse: nesting too deep") from None
     lines = text.split("\n")
     aliases = {alias: fn for fn, pairs in wrapped_kernels(tree, lines).items() for _, alias in pairs if facts.kernel(fn)}
-    _read_host(text, host, facts, aliases)
+    _read_host(text, sliced.host, facts, aliases)
     facts.lines = text.count("\n") + 1
-    return PyRecord(facts=facts, module=module_name(path), symbols=symbols, kept_lines=kept, kernel_aliases=aliases)
+    return PyRecord(facts=facts, module=module_name(path), symbols=symbols, kept_lines=sliced.kept_lines, kernel_aliases=aliases)

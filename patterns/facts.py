@@ -1,6 +1,6 @@
 """Kernel facts: what a Python file's Triton kernels and launchers do, with lines.
 
-One extractor (libcst with positions) serves every stage: the library's
+One extractor (the standard-library AST, patterns.ast_facts) serves every stage: the library's
 `present_when` checks, the distiller, the retriever and the rewriter. Facts are
 deliberately generic (every call site with its arguments, loops, launches) so
 that predicates are queries over them rather than one-off AST walks.
@@ -29,7 +29,7 @@ class FactsError(ValueError):
 
 
 def extract_source(source: str, path: str = "<string>") -> FileFacts:
-    from patterns.cst_facts import parse
+    from patterns.ast_facts import parse
 
     return parse(source, path)
 
@@ -39,7 +39,7 @@ def _cache_key(text: str) -> str:
     import hashlib
 
     h = hashlib.sha256(text.encode())
-    for mod in (__file__, Path(__file__).with_name("cst_facts.py"), Path(__file__).with_name("types.py")):
+    for mod in (__file__, Path(__file__).with_name("ast_facts.py"), Path(__file__).with_name("types.py")):
         h.update(Path(mod).read_bytes())
     return h.hexdigest()[:32]
 
