@@ -30,5 +30,7 @@ def state_merge(m: torch.Tensor, h_local: torch.Tensor, h0: torch.Tensor) -> tor
     out = torch.empty_like(h0)
     BK = max(16, triton.next_power_of_2(K))
     BV = 32
-    state_merge_kernel[(triton.cdiv(V, BV),)](m, h_local, h0, out, N, K, V, BK=BK, BV=BV)
+    # tf32x3 holds a high and a low part of both operands: twice the warps once a tile reaches 128
+    num_warps = 8 if max(BK, BV) >= 128 else 4
+    state_merge_kernel[(triton.cdiv(V, BV),)](m, h_local, h0, out, N, K, V, BK=BK, BV=BV, num_warps=num_warps)
     return out
