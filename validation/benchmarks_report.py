@@ -32,9 +32,10 @@ class ReportError(ValueError):
     """Bad input: one line naming the file and the problem."""
 
 
-def load(paths: list[Path]) -> dict[str, dict]:
-    found: dict[str, dict] = {}
-    files = [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+def load(paths: list[Path]) -> dict[str, list[dict]]:
+    """op -> its runs, newest first: the newest is the op's result; older runs add their launch sweeps."""
+    found: dict[str, list[dict]] = {}
+    files = [f for p in paths for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
     for f in files:
         try:
             data = json.loads(f.read_text())
@@ -43,10 +44,10 @@ def load(paths: list[Path]) -> dict[str, dict]:
         if not isinstance(data, dict) or "rows" not in data or data.get("op") not in ORDER:
             continue  # another kind of file in the same folder (an evidence bundle, a sweep)
         data["_path"] = str(f)
-        found[data["op"]] = data
+        found.setdefault(data["op"], []).append(data)
     if not found:
         raise ReportError(f"{', '.join(map(str, paths))}: no h200_cases JSON (an <op>.json with rows) found")
-    return found
+    return {op: sorted(runs, key=lambda d: d.get("created", ""), reverse=True) for op, runs in found.items()}
 
 
 def _ci(r: dict | None) -> str:
@@ -71,7 +72,15 @@ def _shape(row: dict) -> str:
     return ", ".join(f"{k}={s[k]}" for k in keys.get(row.get("op", ""), tuple(s)) if k in s) or row["label"]
 
 
-def case_section(op: str, res: dict) -> list[str]:
+def targets(op: str, res: dict) -> list[dict]:
+    """Issue #8's targets evaluated on the run's raw numbers by h200_cases' current rules (one place decides them)."""
+    from patterns.validation.h200_cases import TARGETS
+
+    return TARGETS[op](res)
+
+
+def case_section(op: str, runs: list[dict]) -> list[str]:
+    res = runs[0]
     rows = res["rows"]
     for r in rows:
         r["op"] = op
@@ -103,6 +112,9 @@ def case_section(op: str, res: dict) -> list[str]:
         e = v.get(final, {})
         cells += [_achieved(op, e), "yes" if e.get("correct") else f"no: {e.get('mismatch', e.get('error', '?'))}"]
         lines.append("| " + " | ".join(cells) + " |")
+    chosen = [f"{_shape(r)}: {c}" for r in rows for c in r["variants"].get(final, {}).get("autotuned", {}).values()]
+    if chosen:
+        lines += ["", "The autotuner chose " + "; ".join(chosen) + "."]
     lines += ["", "Ratios are per-round time ratios (> 1: the first is faster), median and bootstrap 95% interval; "
               "limit: the model's bytes at the measured copy bandwidth" + (" (FLOPs at the measured matmul rate)" if op == "matmul" else "") + ".", ""]
     # each step
@@ -129,41 +141,57 @@ def case_section(op: str, res: dict) -> list[str]:
         lines.append("")
     # targets
     lines += ["Targets (issue #8):", ""]
-    lines += [f"- {'met' if t['met'] else '**missed**'}: {t['what']}: {t['measured']}" for t in res["targets"]]
+    lines += [f"- {'met' if t['met'] else '**missed**'}: {t['what']}: {t['measured']}" for t in targets(op, res)]
     lines.append("")
-    # sweeps
-    sweep = sorted({n for r in rows for n, e in r["variants"].items() if e["role"] in ("sweep", "upstream-sweep")})
-    if sweep:
-        lines += [f"<details><summary>Launch sweep ({len(sweep)} variants, µs; the evidence behind the launch rules)</summary>", ""]
-        lines += ["| variant | " + " | ".join(_shape(r) for r in rows) + " | resources |", "|---|" + "---|" * (len(rows) + 1)]
-        for n in sweep:
-            res_ = next((r["variants"][n].get("resources") for r in rows if r["variants"].get(n, {}).get("resources")), None)
-            cells = []
-            for r in rows:
-                e = r["variants"].get(n, {})
-                cells.append(_us(e) if "us" in e else ("error" if "error" in e else "–"))
-            lines.append(f"| {n} | " + " | ".join(cells) + f" | {', '.join(f'{k} {v}' for k, v in (res_ or {}).items())} |")
-        lines += ["", "</details>", ""]
+    # the analysis written beside this run's JSON (a later run in another folder does not inherit it)
+    notes = Path(res["_path"]).parent / "NOTES.md"
+    if notes.is_file():
+        lines += ["### Analysis of this run", "", notes.read_text().strip(), ""]
+    for run in runs:
+        lines += sweep_table(op, run, current=run is res)
     return lines
 
 
-def roofline(results: dict[str, dict], out: Path) -> None:
+def sweep_table(op: str, run: dict, current: bool) -> list[str]:
+    """The launch-parameter variants of one run, µs per shape, with the compiled kernels' resources."""
+    rows = run["rows"]
+    for r in rows:
+        r["op"] = op
+    sweep = sorted({n for r in rows for n, e in r["variants"].items() if e["role"] in ("sweep", "upstream-sweep")})
+    if not sweep:
+        return []
+    when = "this run" if current else f"an earlier run ({run.get('created', '?')}, `{run['_path']}`, its own candidates at the time)"
+    lines = [f"<details><summary>Launch sweep from {when}: {len(sweep)} variants, µs</summary>", ""]
+    lines += ["| variant | " + " | ".join(_shape(r) for r in rows) + " | resources (registers, spills, shared bytes, PTX MMA) |",
+              "|---|" + "---|" * (len(rows) + 1)]
+    for n in [*sweep, *[v for v in rows[0]["variants"] if rows[0]["variants"][v]["role"] in ("baseline", "step")]]:
+        res_ = next((r["variants"][n].get("resources") for r in rows if r["variants"].get(n, {}).get("resources")), None)
+        cells = []
+        for r in rows:
+            e = r["variants"].get(n, {})
+            cells.append(_us(e) if "us" in e else ("error" if "error" in e else "–"))
+        lines.append(f"| {n} | " + " | ".join(cells) + f" | {', '.join(f'{k} {v}' for k, v in (res_ or {}).items())} |")
+    return lines + ["", "</details>", ""]
+
+
+def roofline(results: dict[str, list[dict]], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
-    first = next(iter(results.values()))
+    latest = {op: runs[0] for op, runs in results.items()}
+    first = next(iter(latest.values()))
     bw = first["ceilings"]["copy_GBps"] * 1e9
     peak = first["ceilings"]["matmul_TFLOPs"]
-    xs = [r["flops"] / r["bytes"] for res in results.values() for r in res["rows"] if r.get("bytes") and r.get("flops")]
+    xs = [r["flops"] / r["bytes"] for res in latest.values() for r in res["rows"] if r.get("bytes") and r.get("flops")]
     lo, hi = min(xs + [0.1]) / 3, max(xs + [1000]) * 3
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(x * bw / 1e12, peak) for x in grid], color="black", lw=1.5,
             label=f"measured: copy {bw / 1e9:.0f} GB/s, bf16 matmul {peak:.0f} TFLOP/s")
     colors = {"kda_decode": "tab:blue", "cp_state_merge": "tab:orange", "decode_attention": "tab:green", "matmul": "tab:red"}
-    for op, res in results.items():
+    for op, res in latest.items():
         final = res["rows"][0]["final"]
         for i, r in enumerate(res["rows"]):
             if not (r.get("bytes") and r.get("flops")):
@@ -193,7 +221,7 @@ def roofline(results: dict[str, dict], out: Path) -> None:
     os.replace(tmp, out)
 
 
-def render(results: dict[str, dict], plot: Path | None, out: Path) -> str:
+def render(results: dict[str, list[dict]], plot: Path | None, out: Path) -> str:
     lines = ["# Benchmarks", "",
              "Generated by `python -m patterns.validation.benchmarks_report` from the JSON that "
              "`python -m patterns.validation.h200_cases` wrote on the GPU; do not edit by hand. Each case ran in a process "
@@ -204,7 +232,7 @@ def render(results: dict[str, dict], plot: Path | None, out: Path) -> str:
         lines += [f"![roofline]({os.path.relpath(plot, out.parent)})", ""]
     lines += ["| case | target | result |", "|---|---|---|"]
     for op in ORDER:
-        for t in results.get(op, {}).get("targets", []):
+        for t in (targets(op, results[op][0]) if op in results else []):
             lines.append(f"| {op} | {t['what']} | {'met' if t['met'] else '**missed**'}: {t['measured']} |")
     lines.append("")
     for op in ORDER:

@@ -101,6 +101,16 @@ def _resources(handle) -> dict[str, Any]:
     return out
 
 
+def _autotuned(module) -> dict[str, str]:
+    """kernel -> the config its @triton.autotune chose for the last key it tuned."""
+    out = {}
+    for name, obj in vars(module or object()).items():
+        best = getattr(obj, "best_config", None)
+        if best is not None and hasattr(obj, "configs"):
+            out[name] = str(best)
+    return out
+
+
 FLA = ("fla-core", "0.6.0", "fla/ops/kda/fused_recurrent.py", "fused_recurrent_kda_fwd", "236-335")
 
 
@@ -114,6 +124,7 @@ class Variant:
     note: str = ""
     # names (and copies) what `launch` returned, for the comparison with the reference
     outputs: Callable[[Any, dict], dict] = lambda ret, a: ret
+    module: Any = None  # the candidate's module, where an autotuner records the config it chose
 
 
 @dataclass
@@ -175,7 +186,8 @@ def _chain_text(chain: Chain) -> str:
 def _impl_variant(ctx: Ctx, name: str, role: str, impl, note: str = "") -> Variant:
     from patterns.validation.runner import collect
 
-    return Variant(name, role, lambda a, impl=impl: impl.launcher(**a), note, outputs=lambda ret, a: collect(ctx.spec, ret, a))
+    return Variant(name, role, lambda a, impl=impl: impl.launcher(**a), note, outputs=lambda ret, a: collect(ctx.spec, ret, a),
+                   module=impl.module)
 
 
 # --------------------------------------------------------------------------------------
@@ -378,6 +390,9 @@ def check_variants(vs: list[Variant], inputs: dict, want: dict, tol, device: str
             sync(device)
             if _LAST_LAUNCH and device != "cpu":
                 entry["resources"] = _resources(_LAST_LAUNCH[0])
+            chosen = _autotuned(v.module)
+            if chosen:
+                entry["autotuned"] = chosen
         except Exception as e:  # noqa: BLE001 - a launch that does not compile (too much shared memory) is a finding
             entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             log(f"  {v.name}: {entry['error']}")
@@ -582,6 +597,13 @@ def _target(what: str, met: bool, measured: str, **extra) -> dict[str, Any]:
     return {"what": what, "met": bool(met), "measured": measured, **extra}
 
 
+def _ratio_target(what: str, r: dict, at_least: float) -> dict[str, Any]:
+    """Met when the median ratio reaches `at_least`; a miss whose 95% interval still reaches it is a tie within noise."""
+    met = r["median"] >= at_least
+    note = "" if met or r["ci95"][1] < at_least else f" (a tie: the 95% interval reaches {at_least:g})"
+    return _target(what, met, _fmt_ratio(r) + note)
+
+
 def _fmt_ratio(r: dict) -> str:
     return f"{r['median']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
 
@@ -595,10 +617,10 @@ def kda_targets(res: dict) -> list[dict]:
             out.append(_target(f"B={B}: >= 90% of copy bandwidth", e["fraction_of_copy"] >= 0.90, f"{e['fraction_of_copy']:.1%}"))
         r = row["ratios"].get(f"{f} vs FLA default")
         if r:
-            out.append(_target(f"B={B}: >= 1.15x FLA default", r["median"] >= 1.15, _fmt_ratio(r)))
+            out.append(_ratio_target(f"B={B}: >= 1.15x FLA default", r, 1.15))
         r = row["ratios"].get(f"{f} vs best upstream launch")
         if r:
-            out.append(_target(f"B={B}: >= FLA's best launch ({row['best_upstream_launch']})", r["median"] >= 1.0, _fmt_ratio(r)))
+            out.append(_ratio_target(f"B={B}: >= FLA's best launch ({row['best_upstream_launch']})", r, 1.0))
     return out
 
 
@@ -631,7 +653,7 @@ def decode_targets(res: dict) -> list[dict]:
         r = row["ratios"][f"{row['final']} vs baseline"]
         page = f"page {row['shape']['PAGE']}" if row["shape"].get("PAGE") else "contiguous"
         if B <= 8:
-            out.append(_target(f"B={B} {page}: >= 2x the unsplit baseline", r["median"] >= 2.0, _fmt_ratio(r)))
+            out.append(_ratio_target(f"B={B} {page}: >= 2x the unsplit baseline", r, 2.0))
         if B >= 64:
             out.append(_target(f"B={B} {page}: never slower than the baseline (noise floor {NOISE_FLOOR:.0%})",
                                r["median"] >= 1 - NOISE_FLOOR, _fmt_ratio(r)))
@@ -644,7 +666,7 @@ def mm_targets(res: dict) -> list[dict]:
         r = row["ratios"].get(f"{row['final']} vs torch.matmul")
         if r:
             s = row["shape"]
-            out.append(_target(f"{s['M']}x{s['N']}x{s['K']}: >= 85% of torch.matmul's rate", r["median"] >= 0.85, _fmt_ratio(r)))
+            out.append(_ratio_target(f"{s['M']}x{s['N']}x{s['K']}: >= 85% of torch.matmul's rate", r, 0.85))
     return out
 
 
