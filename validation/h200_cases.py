@@ -103,8 +103,8 @@ def _resources(handle) -> dict[str, Any]:
 
 def _autotuned(module) -> dict[str, str]:
     """kernel -> the config its @triton.autotune chose for the last key it tuned."""
-    out = {}
-    for name, obj in vars(module or object()).items():
+    out: dict[str, str] = {}
+    for name, obj in (vars(module) if module is not None else {}).items():
         best = getattr(obj, "best_config", None)
         if best is not None and hasattr(obj, "configs"):
             out[name] = str(best)

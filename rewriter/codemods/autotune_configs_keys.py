@@ -203,6 +203,13 @@ def w8_matmul(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> torch.Tensor
 '''
 
 
+# the blocks as module-level constants, the grid counting tiles with their names (kernels/matmul/baseline.py)
+_MODULE_TILES = _GEMM_NAIVE.replace(
+    "\n\n@triton.jit", "\nBM, BN, BK = 128, 128, 64\n\n\n@triton.jit", 1,
+).replace("grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)", "grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)").replace(
+    "BM=128, BN=128, BK=64)", "BM=BM, BN=BN, BK=BK)")
+
+
 def _module_ints(module: cst.Module) -> dict[str, tuple[int, cst.SimpleStatementLine]]:
     """Module-level names bound once to an int literal (`BM = 128`, `BM, BN = 128, 64`) and their statements."""
     found: dict[str, list[tuple[int, cst.SimpleStatementLine]]] = {}
@@ -232,7 +239,7 @@ class AutotuneConfigsKeys(PlannedCodemod):
         (_AMBIGUOUS_GRID, r"cannot tell which block `triton.cdiv\(w.shape\[0\], 64\)` counts"),
         ("def f():\n    return 1\n", "no Triton kernel"),
     ]
-    ACCEPTS = [_GEMM_NAIVE, _SKINNY_W8]
+    ACCEPTS = [_GEMM_NAIVE, _SKINNY_W8, _MODULE_TILES]
 
     def plan(self, module: cst.Module) -> None:
         k = self.kernel
