@@ -34,14 +34,21 @@ def extract_source(source: str, path: str = "<string>") -> FileFacts:
     return parse(source, path)
 
 
+def extractor_digest() -> str:
+    """The extractor's own sources: what anything derived from facts must be rebuilt for when they change."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for mod in (__file__, Path(__file__).with_name("ast_facts.py"), Path(__file__).with_name("types.py")):
+        h.update(Path(mod).read_bytes())
+    return h.hexdigest()
+
+
 def _cache_key(text: str) -> str:
     """Source hash plus the extractor's own sources: editing the extractor invalidates the cache."""
     import hashlib
 
-    h = hashlib.sha256(text.encode())
-    for mod in (__file__, Path(__file__).with_name("ast_facts.py"), Path(__file__).with_name("types.py")):
-        h.update(Path(mod).read_bytes())
-    return h.hexdigest()[:32]
+    return hashlib.sha256(text.encode() + extractor_digest().encode()).hexdigest()[:32]
 
 
 def _cache_dir() -> Path | None:

@@ -129,6 +129,11 @@ def _code_digest() -> str:
 _CODE = _code_digest()
 
 
+def validation_code() -> str:
+    """Digest of the schema, predicate and loading code this process validates patterns with."""
+    return _CODE
+
+
 def _snapshot_file(root: str, folders: list[Path]) -> Path | None:
     """Where the validated library is kept, named by everything validation depends on.
 

@@ -127,7 +127,7 @@ def build_index(entries: list[Entry], chroma_url: str | None = None, path: Path 
                 for e in changed
             ],
         )
-    if not chroma_url:
+    if not chroma_url and (changed or removed or load_snapshot(entries, path) is None):
         _write_snapshot(col, path, entries)
     added = sum(1 for e in changed if e.id not in have)
     return IndexStats(added, len(changed) - added, len(removed), len(entries) - len(changed), chroma_url or str(path))
@@ -144,6 +144,14 @@ def _unpack(text: str) -> array:
     return array("f", base64.b64decode(text))
 
 
+def _derivation_code() -> str:
+    """The code the snapshot's generality comes from: kernel facts of the examples, evaluated by the predicates."""
+    from patterns.facts import extractor_digest
+    from patterns.library import validation_code
+
+    return hashlib.sha256(f"{validation_code()}\0{extractor_digest()}".encode()).hexdigest()[:32]
+
+
 def _write_snapshot(col, path: Path, entries: list[Entry]) -> None:
     from patterns.retriever.embedding import MODEL_NAME
     from patterns.retriever.retrieve import generality
@@ -154,14 +162,18 @@ def _write_snapshot(col, path: Path, entries: list[Entry]) -> None:
         {"id": i, "hash": (m or {}).get("hash", ""), "generality": general.get(i, 1.0), "embedding": _pack(vec)}
         for i, m, vec in zip(data["ids"], data["metadatas"], data["embeddings"])
     ]
-    write_atomic(path / SNAPSHOT, json.dumps({"model": MODEL_NAME, "float32": "native byte order", "patterns": rows}).encode())
+    snapshot = {"model": MODEL_NAME, "code": _derivation_code(), "float32": "native byte order", "patterns": rows}
+    write_atomic(path / SNAPSHOT, json.dumps(snapshot).encode())
 
 
 def load_snapshot(entries: list[Entry], path: Path | None = None) -> tuple[dict[str, array], dict[str, float]] | None:
-    """(id -> embedding, id -> generality), or None when the snapshot is missing, corrupt or stale."""
+    """(id -> embedding, id -> generality), or None when the snapshot is missing, corrupt or stale (library or code)."""
     path = path or default_index_dir()
     try:
-        rows = json.loads((path / SNAPSHOT).read_bytes())["patterns"]
+        snapshot = json.loads((path / SNAPSHOT).read_bytes())
+        if snapshot["code"] != _derivation_code():
+            return None  # generality from another predicate library or extractor
+        rows = snapshot["patterns"]
         vectors = {r["id"]: _unpack(r["embedding"]) for r in rows}
         stored = {r["id"]: r["hash"] for r in rows}
         general = {r["id"]: float(r["generality"]) for r in rows}

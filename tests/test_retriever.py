@@ -195,6 +195,12 @@ def test_index_is_incremental_and_recovers_from_corruption(small_library, tmp_pa
     assert load_snapshot(entries, idx) is not None
     s = build_index(entries, path=idx)
     assert (s.added, s.updated, s.unchanged) == (0, 0, 3)
+    # generality derived by other predicate or extractor code is stale: re-derived, nothing re-embedded
+    snap = json.loads((idx / SNAPSHOT).read_text())
+    (idx / SNAPSHOT).write_text(json.dumps({**snap, "code": "other"}))
+    assert load_snapshot(entries, idx) is None
+    s = build_index(entries, path=idx)
+    assert (s.added, s.updated, s.unchanged) == (0, 0, 3) and load_snapshot(entries, idx) is not None
     # edit one pattern's summary: only it is re-embedded
     y = small_library / entries[0].id / "pattern.yaml"
     y.write_text(y.read_text().replace(entries[0].pattern.title, entries[0].pattern.title + " (edited)"))
