@@ -144,7 +144,7 @@ def cluster(all_items: list[Item], min_support: int = 4, max_drafts: int = 10, c
     candidates: dict[tuple[str, ...], list[int]] = {p: ix for p, ix in pairs.items() if len(ix) >= min_support}
     # extend the strongest pairs by a third feature while they keep 80% of their support
     for p, ix in sorted(candidates.items(), key=lambda kv: -len(kv[1]))[:200]:
-        extra = Counter(f for i in ix for f in sigs[i] if f not in p)
+        extra = Counter(f for i in ix for f in sorted(sigs[i]) if f not in p)  # sorted: ties go the same way every run
         for f, c in extra.most_common(1):
             if c >= max(min_support, int(0.8 * len(ix))):
                 triple = tuple(sorted((*p, f)))

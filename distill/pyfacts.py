@@ -261,6 +261,9 @@ class _HostReader(ast.NodeVisitor):
 
     def visit(self, node: ast.AST) -> None:
         # NodeVisitor's dispatch by method name, from a table: host code is most of a wheel
+        if isinstance(node, ast.expr):
+            self._visit_expression(node)
+            return
         handler = self._handlers.get(type(node))
         if isinstance(node, ast.stmt):
             outer, self._indent = self._indent, node.col_offset
@@ -276,6 +279,17 @@ class _HostReader(ast.NodeVisitor):
     def generic_visit(self, node: ast.AST) -> None:
         for child in _child_nodes(node):
             self.visit(child)
+
+    def _visit_expression(self, node: ast.expr) -> None:
+        """The same pre-order walk without recursion: in an expression only calls have a handler."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if type(n) is ast.Call and self._fn:
+                self._record(n)
+            kids = _child_nodes(n)
+            kids.reverse()
+            stack.extend(kids)
 
     def qualify(self, name: str) -> str:
         if not name:

@@ -12,7 +12,7 @@ from patterns.distill import discover
 from patterns.distill.cache import AnalysisCache, FactsCache, analysis_key
 from patterns.distill.detect import Detections, detect
 from patterns.distill.link import link
-from patterns.distill.scan import ScanResult, scan
+from patterns.distill.scan import ScanResult, Workers, finish, plan
 from patterns.distill.sources import Source, resolve
 from patterns.library import Entry
 from patterns.types import Draft
@@ -100,63 +100,71 @@ def distill(
     items: list[discover.Item] = []
     scans: list[ScanResult] = []
     analysis = AnalysisCache(cache, analysis_key(entries))
-    for spec in specs:
-        t = time.perf_counter()
-        src: Source = resolve(spec)
-        cb = progress.callback(f"{src.project} {src.version}") if progress else None
-        packed = analysis.get(src.sha256)
-        if packed is not None:  # unchanged archive, unchanged library and code: nothing to recompute
-            proj, hits, matched, its = packed
-            proj = proj.model_copy(update={
-                "source": spec, "origin": src.origin, "seconds": round(time.perf_counter() - t, 2),
-                "files_read": 0, "files_extracted": 0, "files_cached": proj.files_scanned,
-            })
-            report.projects.append(proj)
-            det.hits += hits
-            det.matched |= matched
-            items += its
-            cache.hits += proj.files_scanned
-            scans.append(ScanResult(src))
+    with Workers(jobs) as workers:
+        # every source is read and handed to the workers first; each is then linked and
+        # detected in turn while the workers go on with the sources after it
+        started = []
+        for spec in specs:
+            t = time.perf_counter()
+            src: Source = resolve(spec)
+            cb = progress.callback(f"{src.project} {src.version}") if progress else None
+            packed = analysis.get(src.sha256)
+            todo = plan(src, cache, workers, cb) if packed is None else None
+            started.append((spec, src, cb, packed, todo, time.perf_counter() - t))
+        for spec, src, cb, packed, todo, seconds in started:
+            t = time.perf_counter()
+            if packed is not None:  # unchanged archive, unchanged library and code: nothing to recompute
+                proj, hits, matched, its = packed
+                proj = proj.model_copy(update={
+                    "source": spec, "origin": src.origin, "seconds": round(seconds + time.perf_counter() - t, 2),
+                    "files_read": 0, "files_extracted": 0, "files_cached": proj.files_scanned,
+                })
+                report.projects.append(proj)
+                det.hits += hits
+                det.matched |= matched
+                items += its
+                cache.hits += proj.files_scanned
+                scans.append(ScanResult(src))
+                if cb:
+                    cb("done (analysis cached)", 1, 1)
+                continue
+            res = finish(todo, cache, cb)
+            scans.append(res)
             if cb:
-                cb("done (analysis cached)", 1, 1)
-            continue
-        res = scan(src, cache, jobs=jobs, progress=cb)
-        scans.append(res)
-        if cb:
-            cb("link", 0, 1)
-        stats = link(res.records)
-        if cb:
-            cb("detect", 0, 1)
-        before = len(det.hits)
-        project_det = detect(src.project, src.version, res.records, entries, Detections())
-        det.hits += project_det.hits
-        det.matched |= project_det.matched
-        for k, v in project_det.errors.items():
-            det.errors[k] += v
-        new_hits = det.hits[before:]
-        project_items = discover.items(src.project, src.version, res.records, project_det.matched)
-        items += project_items
-        if cb:
-            cb("done", 1, 1)
-        py = [r for r in res.records if r.py is not None]
-        nat = [r for r in res.records if r.native is not None]
-        report.projects.append(ProjectReport(
-            source=spec, project=src.project, version=src.version, origin=src.origin, kind=src.kind, archive_sha256=src.sha256,
-            files_total=res.total, files_read=res.read, files_cached=res.cached, files_extracted=res.extracted,
-            files_scanned=len(res.records), python_files=len(py), native_files=len(nat),
-            kernels=sum(len(r.py.facts.kernels) for r in py),
-            launches=sum(len(r.py.facts.launches) for r in py),
-            native_functions=sum(len(r.native.functions) for r in nat),
-            native_kernels=sum(1 for r in nat for f in r.native.functions if f.is_kernel),
-            bindings=sum(len(r.native.bindings) for r in nat),
-            links=stats,
-            detections=dict(sorted(Counter(h.pattern for h in new_hits).items())),
-            ignored=dict(res.ignored), skipped=dict(res.skipped), skipped_files=res.skipped_files,
-            file_sha256={r.path: r.sha256 for r in res.records},
-            seconds=round(time.perf_counter() - t, 2),
-        ))
-        if not project_det.errors:  # a run with predicate errors is not worth keeping
-            analysis.put(src.sha256, (report.projects[-1], new_hits, project_det.matched, project_items))
+                cb("link", 0, 1)
+            stats = link(res.records)
+            if cb:
+                cb("detect", 0, 1)
+            before = len(det.hits)
+            project_det = detect(src.project, src.version, res.records, entries, Detections())
+            det.hits += project_det.hits
+            det.matched |= project_det.matched
+            for k, v in project_det.errors.items():
+                det.errors[k] += v
+            new_hits = det.hits[before:]
+            project_items = discover.items(src.project, src.version, res.records, project_det.matched)
+            items += project_items
+            if cb:
+                cb("done", 1, 1)
+            py = [r for r in res.records if r.py is not None]
+            nat = [r for r in res.records if r.native is not None]
+            report.projects.append(ProjectReport(
+                source=spec, project=src.project, version=src.version, origin=src.origin, kind=src.kind, archive_sha256=src.sha256,
+                files_total=res.total, files_read=res.read, files_cached=res.cached, files_extracted=res.extracted,
+                files_scanned=len(res.records), python_files=len(py), native_files=len(nat),
+                kernels=sum(len(r.py.facts.kernels) for r in py),
+                launches=sum(len(r.py.facts.launches) for r in py),
+                native_functions=sum(len(r.native.functions) for r in nat),
+                native_kernels=sum(1 for r in nat for f in r.native.functions if f.is_kernel),
+                bindings=sum(len(r.native.bindings) for r in nat),
+                links=stats,
+                detections=dict(sorted(Counter(h.pattern for h in new_hits).items())),
+                ignored=dict(res.ignored), skipped=dict(res.skipped), skipped_files=res.skipped_files,
+                file_sha256={r.path: r.sha256 for r in res.records},
+                seconds=round(seconds + time.perf_counter() - t, 2),
+            ))
+            if not project_det.errors:  # a run with predicate errors is not worth keeping
+                analysis.put(src.sha256, (report.projects[-1], new_hits, project_det.matched, project_items))
     report.locations = [LocationOut(pattern=h.pattern, path=f"{h.project}:{h.path}", symbol=h.symbol, lines=h.lines, reason=(h.reasons or [""])[0][:160]) for h in det.hits]
     drafts = discover.cluster(items, min_support=min_support, max_drafts=max_drafts, cap=cap)
     report.predicate_errors = dict(det.errors)

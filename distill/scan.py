@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
@@ -92,11 +92,6 @@ def extract_record(kind: str, path: str, data: bytes, sha: str) -> str:
         return skipped(f"extractor error ({type(exc).__name__})")
 
 
-def _job(args: tuple[str, str, bytes, str]) -> tuple[str, str]:
-    kind, path, data, sha = args
-    return sha, extract_record(kind, path, data, sha)
-
-
 @dataclass
 class ScanResult:
     source: Source
@@ -111,16 +106,57 @@ class ScanResult:
 
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+Job = tuple[str, str, bytes, str]  # (kind, path, bytes, sha256)
 
 
-def scan(source: Source, cache: FactsCache, jobs: int = 2, progress: Progress | None = None) -> ScanResult:
+class Workers:
+    """One process pool for every source of a run: the next project's files are
+    extracted while the previous project is linked and detected in this process."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def submit(self, pending: list[Job]) -> dict[str, Future] | None:
+        """sha256 -> future of the record JSON; None: too little work for a pool, run it in this process."""
+        if self.jobs <= 1 or len(pending) < 8:
+            return None
+        if self._pool is None:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
+        biggest_first = sorted(pending, key=lambda j: -len(j[2]))  # better balance at the end
+        return {job[3]: self._pool.submit(extract_record, *job) for job in biggest_first}
+
+
+@dataclass
+class Plan:
+    """A source read and matched against the cache; what is left is being extracted."""
+
+    res: ScanResult
+    pending: list[Job]
+    by_sha: dict[str, list[str]]  # one extraction per content, however many paths have it
+    manifest: dict[str, list]
+    futures: dict[str, Future] | None
+
+
+def plan(source: Source, cache: FactsCache, workers: Workers, progress: Progress | None = None) -> Plan:
+    """Read the source, take what the cache has, and hand the rest to the workers."""
     res = ScanResult(source)
     members = source.members()
     res.total = len(members)
     manifest = cache.manifest(source.sha256) or {}
     known: dict[str, list] = manifest.get("files", {})
     new_manifest: dict[str, list] = {}
-    pending: list[tuple[str, str, bytes, str]] = []
+    pending: list[Job] = []
     by_sha: dict[str, list[str]] = {}
 
     def skip(path: str, reason: str, sha: str = "") -> None:
@@ -184,19 +220,33 @@ def scan(source: Source, cache: FactsCache, jobs: int = 2, progress: Progress | 
 
     if progress:
         progress("read", len(members), len(members))
-    results = _run(pending, jobs, progress)
-    for kind, path, _, sha in pending:
-        text = results[sha]
+    return Plan(res, pending, by_sha, new_manifest, workers.submit(pending))
+
+
+def finish(p: Plan, cache: FactsCache, progress: Progress | None = None) -> ScanResult:
+    """Collect the extracted records (cache them, one per path), as the workers deliver them."""
+    res, total = p.res, len(p.pending)
+    if progress:
+        progress("extract", 0, total)
+    for i, (kind, path, data, sha) in enumerate(p.pending):  # in tree order, whoever finished first
+        text = p.futures[sha].result() if p.futures is not None else extract_record(kind, path, data, sha)
         cache.put(sha, text)
         res.extracted += 1
-        for p in by_sha[sha]:
-            rec = FileRecord.model_validate_json(text).relocate(p)
-            new_manifest[p] = [sha, rec.status, rec.reason]
+        for path in p.by_sha[sha]:
+            rec = FileRecord.model_validate_json(text).relocate(path)
+            p.manifest[path] = [sha, rec.status, rec.reason]
             _keep(res, rec)
-    if source.sha256:
-        cache.put_manifest(source.sha256, {"files": new_manifest})
+        if progress:
+            progress("extract", i + 1, total)
+    if res.source.sha256:
+        cache.put_manifest(res.source.sha256, {"files": p.manifest})
     res.records.sort(key=lambda r: r.path)
     return res
+
+
+def scan(source: Source, cache: FactsCache, jobs: int = 2, progress: Progress | None = None) -> ScanResult:
+    with Workers(jobs) as workers:
+        return finish(plan(source, cache, workers, progress), cache, progress)
 
 
 def _keep(res: ScanResult, rec: FileRecord) -> None:
@@ -205,34 +255,6 @@ def _keep(res: ScanResult, rec: FileRecord) -> None:
         res.skipped_files.append((rec.path, rec.reason))
     else:
         res.records.append(rec)
-
-
-def _run(pending: list, jobs: int, progress: Progress | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    total = len(pending)
-    if progress:
-        progress("extract", 0, total)
-    if not pending:
-        return out
-    pending = sorted(pending, key=lambda j: -len(j[2]))  # big files first: better balance
-    if jobs <= 1 or total < 8:
-        for i, job in enumerate(pending):
-            sha, text = _job(job)
-            out[sha] = text
-            if progress:
-                progress("extract", i + 1, total)
-        return out
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_job, job) for job in pending]
-        for i, fut in enumerate(as_completed(futures)):
-            sha, text = fut.result()
-            out[sha] = text
-            if progress:
-                progress("extract", i + 1, total)
-    return out
 
 
 def default_jobs() -> int:

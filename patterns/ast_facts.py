@@ -343,6 +343,9 @@ class _Extractor:
     # -- walking ---------------------------------------------------------------
     def visit(self, node: ast.AST) -> None:
         t = type(node)
+        if isinstance(node, ast.expr):
+            self._visit_expression(node)
+            return
         outer_pad = self._pad
         if isinstance(node, ast.stmt):
             line = self.src.lines[node.lineno - 1]
@@ -356,6 +359,17 @@ class _Extractor:
         if leave is not None:
             leave(self, node)
         self._pad = outer_pad
+
+    def _visit_expression(self, node: ast.expr) -> None:
+        """The same pre-order walk without recursion: in an expression only calls have a hook."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if type(n) is ast.Call:
+                self.enter_Call(n)
+            kids = _children(n)
+            kids.reverse()
+            stack.extend(kids)
 
     # -- helpers ---------------------------------------------------------------
     def code(self, node: ast.AST) -> str:

@@ -635,7 +635,7 @@ def reductions_share_load(
         inner = by_line.get(ctx[-1]) if ctx else None
         if ctx and inner is None:
             continue
-        for v in set(c.depends_on) & loaded:
+        for v in sorted(set(c.depends_on) & loaded):  # sorted: ties between groups resolve the same way every run
             if (inner is not None and v in inner.assigned) or (inner is None and v not in in_any_loop):
                 groups.setdefault((ctx, v), []).append(c)
     best = max(groups.values(), key=len, default=[])
