@@ -6,7 +6,6 @@ names the file and what is wrong.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import sys
@@ -472,12 +471,13 @@ def validate_cmd(
     out: Path = typer.Option(Path("evidence"), "--out", "-o", help="folder for the evidence bundle (JSON + Markdown)"),
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda"),
     format: str = typer.Option("table", "--format", "-f", help="table, json or markdown"),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule"),
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
     # imported here: the gate pulls in torch, which `suggest` must not pay for
     from patterns.validation.cli import validate_command
 
-    validate_command(op, candidate, out=out, device=device, format=format)
+    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern)
 
 
 # --------------------------------------------------------------------------------------

@@ -415,6 +415,9 @@ class Pattern(_Strict):
     resource_limits: ResourceLimits
     transformation: Transformation
     safety: Safety
+    # the validation gate's speed rule for a rewrite of this pattern: a fix that buys
+    # accuracy (tf32x3) may cost time, which a speed-only rule would always refuse
+    max_cost: float = Field(1.0, ge=1.0, le=10.0, description="a rewrite may take up to this factor of the baseline's time; 1: it must not be slower")
     evidence: PatternEvidence
     traps: list[Trap] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)

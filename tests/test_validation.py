@@ -157,6 +157,20 @@ def test_errors_and_first_mismatch():
     assert errors({"out": torch.tensor([1.0, -2.5, 4.0])}, want) == (0.5, 0.125)
 
 
+def test_a_pattern_that_buys_accuracy_relaxes_the_speed_rule_to_its_allowance():
+    from patterns.library import get
+    from patterns.validation.spec import Acceptance
+
+    base = Acceptance(min_speedup=1.0, max_slowdown_any_shape=0.05)
+    assert base.allowing_cost(1.0) is base
+    tf32x3 = base.allowing_cost(get("tf32x3_dot_precision").pattern.max_cost)
+    # 1.31x the TF32 time (ratio 0.763, measured on an H200) passes; 1.6x does not
+    assert 1 - tf32x3.max_slowdown_any_shape <= 0.763 and 1 - tf32x3.max_slowdown_any_shape > 1 / 1.6
+    assert tf32x3.min_speedup == pytest.approx(1 / 1.5)
+    # a pattern that promises speed keeps the strict rule
+    assert base.allowing_cost(get("fuse_v_tiles").pattern.max_cost) == base
+
+
 def test_bootstrap_interval():
     ratios = np.array([1.0, 1.02, 0.99, 1.01, 1.03, 0.98, 1.0, 1.01, 1.02, 0.99])
     lo, hi = bootstrap_ci(ratios)
@@ -233,8 +247,9 @@ def _cli(*args):
         (lambda p: (OP / "spec_small.py", p / "empty.py"), "has no launcher 'rowdot' (the baseline's entry point)"),
         (lambda p: (OP / "spec_small.py", p / "broken.py"), "does not parse: line 1: "),
         (lambda p: (OP / "spec_small.py", HONEST, "--format", "yaml"), "error: unknown format 'yaml'"),
+        (lambda p: (OP / "spec_small.py", HONEST, "--pattern", "no_such_pattern"), "no_such_pattern"),
     ],
-    ids=["unknown-op", "missing", "not-python", "no-launcher", "syntax-error", "bad-format"],
+    ids=["unknown-op", "missing", "not-python", "no-launcher", "syntax-error", "bad-format", "unknown-pattern"],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, make, message):
     (tmp_path / "notes.txt").write_text("rowdot\n")

@@ -30,16 +30,22 @@ def validate_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="folder for the evidence bundle (JSON + Markdown)")] = Path("evidence"),
     device: Annotated[str, typer.Option(help="auto, cpu (Triton interpreter) or cuda")] = "auto",
     format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
+    pattern: Annotated[str | None, typer.Option("--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule")] = None,
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
+    from patterns.library import LibraryError, get
     from patterns.validation.gate import validate
 
     err = Console(stderr=True)
     if format not in FORMATS:
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
     try:
+        max_cost = get(pattern).pattern.max_cost if pattern else 1.0
+    except LibraryError as e:
+        _bad_input(err, str(e))
+    try:
         with err.status(f"validating {op}…") as status:
-            bundle = validate(op, candidate, device=device, out_dir=out, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
+            bundle = validate(op, candidate, device=device, out_dir=out, max_cost=max_cost, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
     except GateInputError as e:
         _bad_input(err, str(e))
     console = Console()

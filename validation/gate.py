@@ -52,8 +52,12 @@ def validate(
     out_dir: Path | None = None,
     rounds: int = MIN_ROUNDS,
     on_stage: Callable[[str], None] | None = None,
+    max_cost: float = 1.0,
 ) -> EvidenceBundle:
     """Check `candidate_path` (default: the baseline itself) for `op`; write the bundle under `out_dir` if given.
+
+    `max_cost` is the candidate's pattern's allowance (Pattern.max_cost): the speed
+    rule then accepts up to that factor of the baseline's time.
 
     Raises GateInputError (one line) for bad input, before anything runs.
     """
@@ -100,7 +104,7 @@ def validate(
         )
     else:
         stage("performance")
-        perf_checks, ceilings = check_performance(spec, baseline, candidate, device, rounds)
+        perf_checks, ceilings = check_performance(spec, baseline, candidate, device, rounds, spec.acceptance.allowing_cost(max_cost))
         checks += perf_checks
 
     bundle = EvidenceBundle(

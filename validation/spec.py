@@ -44,6 +44,12 @@ class Acceptance:
     min_speedup: float = 1.0
     max_slowdown_any_shape: float = 0.05
 
+    def allowing_cost(self, max_cost: float) -> "Acceptance":
+        """This rule, relaxed for a rewrite whose pattern may cost up to `max_cost` times the baseline's time."""
+        if max_cost <= 1.0:
+            return self
+        return Acceptance(min(self.min_speedup, 1 / max_cost), max(self.max_slowdown_any_shape, 1 - 1 / max_cost))
+
 
 @dataclass(frozen=True)
 class OpSpec:

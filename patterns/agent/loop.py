@@ -425,7 +425,7 @@ class Agent:
         common.update(candidate=str(cand), sha256=_sha(new))
         journal.append("validating", {"step": step, "key": list(planned.key), "candidate": str(cand)})
         try:
-            bundle = validate(self.spec, cand, device=self.device, out_dir=journal.path.parent / "evidence",
+            bundle = validate(self.spec, cand, device=self.device, out_dir=journal.path.parent / "evidence", max_cost=entry.pattern.max_cost,
                               on_stage=lambda s: self.stage(f"step {step}: {planned.pattern_id}: {s}"))
         except GateInputError as exc:
             return Attempt(**common, outcome="invalid", layer="import", reason=str(exc))
