@@ -128,6 +128,8 @@ def _function_name(src: bytes, fn) -> str:
     decl = fn.child_by_field_name("declarator")
     while decl is not None and decl.type not in ("function_declarator",):
         inner = decl.child_by_field_name("declarator")
+        if inner is None:  # `T& operator=(...)`: a reference declarator names no field
+            inner = next((c for c in decl.named_children if c.type.endswith("declarator")), None)
         if inner is None:
             break
         decl = inner
@@ -184,7 +186,12 @@ def extract_native(source: bytes, path: str = "<string>") -> NativeFileFacts:
     # captures come back in no fixed order; source order keeps the facts (and the per-kind cap) reproducible
     caps = {name: sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)) for name, nodes in ts.QueryCursor(query).captures(tree.root_node).items()}
 
-    fns = sorted(caps.get("function", []), key=lambda n: n.start_byte)
+    # `= delete` / `= default` declare a member without code: what they mention is not used there
+    declared_only = [f for f in caps.get("function", []) if f.child_by_field_name("body") is None]
+    if declared_only:
+        spans = [(f.start_byte, f.end_byte) for f in declared_only]
+        caps = {name: [n for n in nodes if not any(a <= n.start_byte and n.end_byte <= b for a, b in spans)] for name, nodes in caps.items()}
+    fns = caps.get("function", [])
     starts = [f.start_byte for f in fns]
     facts = [
         NativeFunctionFacts(

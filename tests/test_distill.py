@@ -138,6 +138,59 @@ def test_native_odd_input_never_raises():
         assert isinstance(nat.functions, list)
 
 
+def test_native_facts_are_in_source_order():
+    data = (NATIVE / "tma_pipeline.cuh").read_bytes()
+    first = extract_native(data, "x.cuh")
+    assert all(extract_native(data, "x.cuh") == first for _ in range(3))
+    assert first.includes == ["cute/arch/copy_sm90_tma.hpp", "cutlass/arch/barrier.h"]
+    lines = [c.line for c in next(f for f in first.functions if f.name == "fp8_gemm_kernel").constructs]
+    assert lines == sorted(lines)
+
+
+def test_deleted_members_are_not_functions():
+    src = b"""class Guard {
+    public:
+        Guard() { release.emplace(); }
+        Guard(const Guard&) = delete;
+        Guard& operator=(const Guard&) = delete;
+        Guard& operator+=(const Guard& other) { merge(other); return *this; }
+    };"""
+    nat = extract_native(src, "guard.hpp")
+    assert [(f.name, f.line) for f in nat.functions] == [("Guard", 3), ("operator+=", 6)]
+
+
+# the library's native present_when branches: DeepGEMM-style Hopper code on one side, a
+# function with only part of the technique on the other (None: the whole file)
+HOPPER_CASES = [
+    ("warp_specialization", "tma_pipeline.cuh", "fp8_gemm_kernel", True),
+    ("warp_specialization", "hopper_partial.cu", "tma_single_role_kernel", False),  # TMA and mbarriers, no setmaxnreg
+    ("tma_tensor_descriptors", "tma_pipeline.cuh", "fp8_gemm_kernel", True),
+    ("tma_tensor_descriptors", "hopper_partial.cu", "tma_single_role_kernel", True),
+    ("tma_tensor_descriptors", "hopper_partial.cu", "cp_async_copy_kernel", False),
+    ("fp8_block_scaling", "tma_pipeline.cuh", "fp8_gemm_kernel", True),
+    ("fp8_block_scaling", "hopper_partial.cu", "fp8_cast_kernel", False),  # FP8 with one scale, nothing promoted
+    ("persistent_tile_loop", "tma_pipeline.cuh", "fp8_gemm_kernel", True),
+    ("persistent_tile_loop", "plain.cu", "grid_stride_copy", True),
+    ("persistent_tile_loop", "hopper_partial.cu", "strided_device_loop", False),  # not a kernel
+    ("persistent_tile_loop", "plain.cu", "scale_kernel", False),
+    ("programmatic_dependent_launch", "tma_pipeline.cuh", "fp8_gemm_kernel", True),
+    ("programmatic_dependent_launch", "plain.cu", "scale_kernel", False),
+    ("release_gil_native_wait", "bind_release.cpp", None, True),
+    ("release_gil_native_wait", "bind_release.cpp", "wait_stream", True),
+    ("release_gil_native_wait", "bind_hold.cpp", None, False),
+]
+
+
+@pytest.mark.parametrize("pattern,file,fn,expected", HOPPER_CASES, ids=[f"{p}-{fn or file}-{e}" for p, file, fn, e in HOPPER_CASES])
+def test_library_native_branches(pattern, file, fn, expected):
+    entry = next(e for e in load_library() if e.id == pattern)
+    if fn is None:
+        facts = FileFacts(path=file, native=extract_native((NATIVE / file).read_bytes(), file))
+    else:
+        facts = native_fn(NATIVE / file, fn)
+    assert evaluate(entry.pattern.present_when, Subject(facts, None)).ok is expected
+
+
 # --------------------------------------------------------------------------------------
 # Python: the foundation's extractor on the kernel part, host code read by the AST reader
 # --------------------------------------------------------------------------------------
@@ -418,11 +471,12 @@ def test_detection_locations(tmp_path):
         ("desc_access", "sglang/ops/kernels.py", "desc_local_kernel"),
         ("desc_access", "sglang/ops/kernels.py", "desc_param_kernel"),
         ("gil_held_wait", "sglang/csrc/bind_hold.cpp", "PYBIND11_MODULE"),
+        ("tma_native", "sglang/csrc/hopper_partial.cu", "tma_single_role_kernel"),
         ("tma_native", "sglang/csrc/tma_pipeline.cuh", "fp8_gemm_kernel"),
     ]
     p = result.report.projects[0]
     assert (p.project, p.version) == ("sglang", "local")
-    assert p.detections == {"desc_access": 2, "gil_held_wait": 1, "tma_native": 1}
+    assert p.detections == {"desc_access": 2, "gil_held_wait": 1, "tma_native": 2}
     assert p.file_sha256["sglang/ops/kernels.py"] and p.kernels == 7 and p.bindings == 6
 
 
