@@ -7,7 +7,6 @@ case. Full-wheel runs belong to the benchmark (python -m patterns.distill.bench)
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import textwrap
 import zipfile
@@ -18,8 +17,8 @@ import yaml
 from typer.testing import CliRunner
 
 from patterns.cli import app
+from patterns.distill.bench import detections_table
 from patterns.distill.cache import FactsCache
-from patterns.distill.detect import detect
 from patterns.distill.link import link
 from patterns.distill.native import extract_native
 from patterns.distill.pyfacts import extract_python
@@ -27,7 +26,7 @@ from patterns.distill.run import distill, write_drafts
 from patterns.distill.scan import scan
 from patterns.distill.sources import resolve
 from patterns.facts import extract_source
-from patterns.library import Entry, load_library
+from patterns.library import load_library
 from patterns.predicates import Subject, evaluate
 from patterns.types import Condition, Draft, FileFacts, Pattern
 
@@ -644,3 +643,23 @@ def test_llm_config_file(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", "secret")
     c = load_config()
     assert (c.base_url, c.model, c.api_key) == ("http://127.0.0.1:9/v1", "m", "secret")
+
+
+def test_detections_table_counts_per_pattern_and_project():
+    data = {
+        "per_project": {
+            "fla": {"version": "0.6.0", "detections": {"online_softmax": 2}},
+            "sglang": {"version": "0.5.23", "detections": {"online_softmax": 1, "warp_specialization": 3}},
+            "deepgemm": {"version": "0.2.5", "detections": {"warp_specialization": 4}},
+        },
+        "native_hits": {"warp_specialization/sglang": 2, "warp_specialization/deepgemm": 4},
+        "patterns": ["warp_specialization", "online_softmax", "welford_reduction"],
+    }
+    assert detections_table(data).splitlines() == [
+        "| pattern | sglang 0.5.23 | fla-core 0.6.0 | sgl-deep-gemm 0.2.5 |",
+        "|---|---:|---:|---:|",
+        "| online_softmax | 1 | 2 | 0 |",
+        "| warp_specialization | 3 (2 C++/CUDA) | 0 | 4 (4 C++/CUDA) |",
+        "| welford_reduction | 0 | 0 | 0 |",
+        "| **all patterns** | 4 | 2 | 4 |",
+    ]
