@@ -8,10 +8,11 @@ Pipeline (one module per step):
                  PyPI requirement fetched with `pip download --no-deps` into the user
                  cache and read straight from the archive (never installed).
     scan.py      files -> FileRecord per file (ignored / skipped with a reason / facts),
-                 cached by sha256 (cache.py), extracted in a process pool.
-    pyfacts.py   Python: the foundation's libcst extractor on the kernel part of each
-                 file (other lines blanked, line numbers kept); host functions read
-                 from the stdlib AST into the same FileFacts fields.
+                 cached by sha256 (cache.py), extracted in one process pool shared by
+                 all sources.
+    pyfacts.py   Python: one stdlib parse per file; the foundation's extractor
+                 (patterns.ast_facts) on the kernel part, host functions read into the
+                 same FileFacts fields by a lighter reader.
     native.py    CUDA/C++: tree-sitter (CUDA grammar) -> NativeFileFacts: TMA copies
                  and descriptors, mbarriers, wgmma/UMMA/MMA, register reallocation,
                  persistent loops, FP8 scale promotion, specialisations, pybind11

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import pickle
+import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +32,8 @@ def extractor_key() -> str:
         mod = importlib.import_module(name)
         h.update(Path(mod.__file__).read_bytes())
     h.update(json.dumps(FileRecord.model_json_schema(), sort_keys=True).encode())
-    for dist in ("libcst", "tree-sitter", "tree-sitter-cuda"):
+    h.update(f"python={sys.version_info[:2]}".encode())  # the stdlib parser's trees follow the interpreter
+    for dist in ("tree-sitter", "tree-sitter-cuda"):
         try:
             h.update(f"{dist}={metadata.version(dist)}".encode())
         except metadata.PackageNotFoundError:

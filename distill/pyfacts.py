@@ -250,7 +250,7 @@ class _HostReader(ast.NodeVisitor):
         a, b = node.lineno, node.end_lineno or node.lineno
         if a == b:
             return self.lines[a - 1][node.col_offset:node.end_col_offset].strip()
-        # continuation lines lose the enclosing block's indentation, as libcst prints them
+        # continuation lines lose the enclosing block's indentation, as patterns.ast_facts prints them
         pad = " " * self._indent
 
         def dedent(line: str) -> str:
@@ -389,12 +389,12 @@ class _HostReader(ast.NodeVisitor):
                 out.add(n.id)
                 out |= deps.get(n.id, set())
             elif isinstance(n, ast.Constant) and (n.value is None or n.value is True or n.value is False):
-                out.add(str(n.value))  # libcst reads None/True/False as names
+                out.add(str(n.value))  # patterns.ast_facts counts None/True/False as names
             elif isinstance(n, ast.Attribute):
                 stack.append(n.value)
                 continue
             elif isinstance(n, ast.Call):
-                out.update(k.arg for k in n.keywords if k.arg)  # keyword names are Name nodes in libcst
+                out.update(k.arg for k in n.keywords if k.arg)  # and keyword-argument names
             stack.extend(_child_nodes(n))
         return out
 

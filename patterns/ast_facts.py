@@ -27,7 +27,6 @@ from patterns.types import (
     Param,
 )
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # augmented-assignment operators by the names accumulator facts use (`add:<expr>`)
 _AUG_OPS = {
     ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide", ast.FloorDiv: "floordivide",
@@ -643,6 +642,7 @@ class _Extractor:
                         scope.var_deps[n.id] = vdeps
 
     def reach(self, node: ast.AST) -> _Reach:
+        """What `node` mentions (kept per node: an assignment's value is asked for three times)."""
         key = id(node)
         r = self._reach.get(key)
         if r is not None:
