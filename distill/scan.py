@@ -219,7 +219,7 @@ def plan(source: Source, cache: FactsCache, workers: Workers, progress: Progress
         pending.append((kind, m.path, data, sha))
 
     if progress:
-        progress("read", len(members), len(members))
+        progress("extract", 0, len(pending))  # queued: the workers may start on it before finish() is called
     return Plan(res, pending, by_sha, new_manifest, workers.submit(pending))
 
 
