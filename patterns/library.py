@@ -117,21 +117,30 @@ def _load_cached(root: str, stamp: tuple) -> tuple[Entry, ...]:
     return entries
 
 
-def _code_digest() -> str:
-    """The validation code this process runs: read at import, so a process started before
+def _source_digest() -> str:
+    """The schema, predicate and loading sources: read at import, so a process started before
     an edit never takes a snapshot that newer code (say, a new predicate) wrote."""
-    h = hashlib.sha256(f"{sys.version}\0{pydantic.VERSION}\0{sorted(PREDICATES)}".encode())
+    h = hashlib.sha256(f"{sorted(PREDICATES)}".encode())
     for module in ("types.py", "predicates.py", "library.py"):
         h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
+
+
+_SOURCES = _source_digest()
+
+
+def _code_digest() -> str:
+    """What a pickled library depends on: those sources, and the Python and pydantic that pickled it."""
+    return hashlib.sha256(f"{sys.version}\0{pydantic.VERSION}\0{_SOURCES}".encode()).hexdigest()
 
 
 _CODE = _code_digest()
 
 
 def validation_code() -> str:
-    """Digest of the schema, predicate and loading code this process validates patterns with."""
-    return _CODE
+    """Digest of the schema, predicate and loading code this process validates patterns with
+    (the same on any Python: what is derived from it, such as the index, travels between machines)."""
+    return _SOURCES
 
 
 def _snapshot_file(root: str, folders: list[Path]) -> Path | None:

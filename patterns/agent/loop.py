@@ -246,7 +246,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
             continue
         kernel = "" if s.kernel.startswith("<") else s.kernel
         planned.append({"pattern_id": s.pattern_id, "params": defaults(entry) if origin == "rewrite" else {}, "origin": origin, "kernel": kernel, "score": score})
-        hyp = hypothesize(entry.pattern, seen[s.pattern_id], len(shapes), spec.acceptance.min_speedup)
+        hyp = hypothesize(entry.pattern, seen[s.pattern_id], len(shapes), spec.acceptance.allowing_cost(entry.pattern.max_cost).min_speedup)
         if llm_cfg is not None:
             from patterns.agent.llm import LLMRejected, ask_hypothesis
 
