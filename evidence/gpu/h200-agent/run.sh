@@ -3,6 +3,11 @@
 # queued for a person, then the GIL case (reference case 2) on this host's cores.
 # Run from the repository root on the GPU machine with OUT set to a results folder;
 # the wheels the machine lacks are in .whl/ (see the device notes in README).
+# The machine has neither chromadb nor the embedding model: build .gpuindex here first, where both are,
+# with the same analyses the agent makes there (its query embeddings are then cached in it):
+#   PATTERNS_INDEX_DIR=.gpuindex python -c 'from patterns.agent.loop import *; from patterns.validation.loader import load_spec
+#   for op in ["cp_state_merge", "decode_attention", "kda_decode", "matmul"]:
+#       n, t = resolve_target(op); make_plan(AgentConfig(op=n, target=t, device="cuda"), load_spec(n))'
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
