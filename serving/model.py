@@ -179,8 +179,9 @@ class HybridModel:
         c, w, B = self.cfg, self.w, h.shape[0]
         HQ, HK, D = c.attn_heads, c.attn_kv_heads, c.attn_head_dim
         q, k, v = ops["matmul"](a=h, b=w[f"{i}.qkv"]).split([HQ * D, HK * D, HK * D], dim=-1)
-        cache.k[i][page, offset] = k.reshape(B, HK, D)
-        cache.v[i][page, offset] = v.reshape(B, HK, D)
+        # the pool keeps its own dtype (bf16 on a GPU) whatever precision the projection returned
+        cache.k[i][page, offset] = k.reshape(B, HK, D).to(cache.k[i].dtype)
+        cache.v[i][page, offset] = v.reshape(B, HK, D).to(cache.v[i].dtype)
         o, _ = ops["decode_attention"](
             q=q.reshape(B, HQ, D).contiguous(), k_cache=cache.k[i], v_cache=cache.v[i], seq_lens=cache.seq_lens, page_table=cache.page_table,
         )

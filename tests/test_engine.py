@@ -117,3 +117,13 @@ def test_cli_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     report = json.loads(result.stdout)
     assert report["impl"] == "reference" and report["batch"] == 2 and len(report["tokens"]) == 2
     assert [op["op"] for op in report["ops"]] == list(OPS)
+
+
+def test_reference_path_of_the_gpu_preset_keeps_the_cache_dtype() -> None:
+    """The `small` preset's bf16 paged pool takes the reference projection's fp32 K/V (a crash on the H200 once)."""
+    from patterns.serving.model import PRESETS
+
+    engine = Engine(PRESETS["small"], impl="reference", device="cpu")
+    with torch.inference_mode():
+        tokens, _, logits = engine.run(engine.prompts(1, 2), 2)
+    assert tokens.shape == (1, 2) and torch.isfinite(logits).all()
