@@ -134,6 +134,28 @@ def test_failed_correctness_tries_the_next_declared_parameter() -> None:
     assert more[0].params == {**pipe, "num_stages": stages[0]}
 
 
+def test_a_slower_candidate_first_gets_back_what_its_rewrite_undid() -> None:
+    """Reference case 3 on an H200: fusing the V tiles cuts the grid the baseline's split had
+    sized to the SMs (0.72x at B=1); the agent re-splits the fused candidate before tuning it."""
+    from patterns.agent.policy import undone_patterns
+    from patterns.rewriter.base import apply
+
+    entries = {e.id: e for e in load_library()}
+    target = kernels_dir() / "kda_decode" / "baseline.py"
+    applied = ["hoist_tile_invariant_work", "launch_overhead_fusion", "single_pass_reduction", "split_underfilled_grid"]
+    fused = apply("fuse_v_tiles", target.read_text(), str(target)).candidate.source
+    assert undone_patterns(fused, str(target), applied, entries) == ["split_underfilled_grid"]
+    assert undone_patterns(target.read_text(), str(target), applied, entries) == []
+    cand = "ef" * 32
+    slower = _attempt("fuse_v_tiles", "failed", "performance", defaults(entries["fuse_v_tiles"]), sha256=cand)
+    action, more = follow_ups(slower, entries, {}, undone=["split_underfilled_grid"])
+    assert action == Action.restore_undone
+    assert more == [Planned("split_underfilled_grid", defaults(entries["split_underfilled_grid"]), cand)]
+    # restored already: the launch parameters are tuned next
+    action, more = follow_ups(slower, entries, {("split_underfilled_grid", cand): [{}]}, undone=["split_underfilled_grid"])
+    assert action == Action.next_param and more[0].pattern_id == "fuse_v_tiles"
+
+
 def test_failed_partition_stacks_the_numerics_pattern_on_the_candidate() -> None:
     entries = {e.id: e for e in load_library()}
     cand = "cd" * 32

@@ -50,7 +50,7 @@ from typing import Any, Callable, Literal
 
 from patterns.agent.hypothesis import hypothesize
 from patterns.agent.journal import Journal, JournalError, read_start
-from patterns.agent.policy import Action, Planned, defaults, first_failure, follow_ups
+from patterns.agent.policy import Action, Planned, defaults, first_failure, follow_ups, undone_patterns
 from patterns.agent.review import AUTO, ReviewStore, agent_home, auto_merge_refusal, review_id, sha256_file
 from patterns.types import Attempt, Hypothesis, ReviewItem
 
@@ -362,7 +362,10 @@ class Agent:
             replayed = attempt is not None
             if attempt is None:
                 attempt = self._attempt(step, planned, candidates, journal)
-            action, more = follow_ups(attempt, entries, tried, planned.kernel)
+            undone: list[str] = []
+            if attempt.outcome == "failed" and attempt.layer == "performance" and attempt.candidate and Path(attempt.candidate).exists():
+                undone = undone_patterns(Path(attempt.candidate).read_text(encoding="utf-8"), str(self.cfg.target), plan["already_applied"], entries)
+            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone)
             if not replayed:
                 attempt = attempt.model_copy(update={"action": action.value})
                 journal.append("attempt", attempt.model_dump(mode="json"))

@@ -23,6 +23,7 @@ class Action(str, Enum):
     review = "review"  # passed: write a review item
     next_param = "next-param"  # same pattern, the next value the rewrite declares for a parameter
     numerics_pattern = "numerics-pattern"  # stack a numerics pattern on this candidate
+    restore_undone = "restore-undone"  # re-apply on this candidate what held on the target and the rewrite undid
     next_pattern = "next-pattern"  # give this pattern up, continue with the plan
 
 
@@ -39,8 +40,10 @@ ACTIONS: dict[tuple[str, str], Action] = {
     ("failed", "partition"): Action.numerics_pattern,
     # cheat-like behaviour (skipped work, patched torch, cached results): never tuned around
     ("failed", "integrity"): Action.next_pattern,
-    # slower on the GPU: another launch parameter may pay where this one did not
-    ("failed", "performance"): Action.next_param,
+    # slower on the GPU: the rewrite may have undone what made the target fast (fusing V
+    # tiles cuts the grid the target's split had sized to the SMs): restore that first,
+    # then another launch parameter may pay where this one did not
+    ("failed", "performance"): Action.restore_undone,
     ("failed", "*"): Action.next_pattern,
 }
 
@@ -89,21 +92,45 @@ def next_param(entry: Entry, tried: Iterable[dict[str, Any]]) -> dict[str, Any] 
     return None
 
 
+def undone_patterns(source: str, path: str, applied_on_target: Iterable[str], entries: dict[str, Entry]) -> list[str]:
+    """Patterns with a rewrite that held on the target (its "already applied") and hold on no kernel of `source`."""
+    from patterns.facts import extract_source
+    from patterns.predicates import Subject, evaluate
+
+    facts = extract_source(source, path)
+    undone = []
+    for pid in applied_on_target:
+        entry = entries.get(pid)
+        if entry is None or not entry.pattern.transformation.rewrite or not facts.kernels:
+            continue
+        if not any(evaluate(entry.pattern.present_when, Subject(facts, k)).ok for k in facts.kernels):
+            undone.append(pid)
+    return undone
+
+
 def is_numerics(entry: Entry) -> bool:
     p = entry.pattern
     return p.category == Category.numerics or BottleneckClass.numerics in p.applies_when.bottlenecks
 
 
 def follow_ups(
-    attempt: Attempt, entries: dict[str, Entry], tried: dict[tuple[str, str], list[dict[str, Any]]], kernel: str = ""
+    attempt: Attempt, entries: dict[str, Entry], tried: dict[tuple[str, str], list[dict[str, Any]]], kernel: str = "",
+    undone: Iterable[str] = (),
 ) -> tuple[Action, list[Planned]]:
     """The action the attempt's outcome calls for, and the attempts it adds (first in the queue).
 
     `tried` maps (pattern, base) to the parameter settings already attempted on that base;
-    `kernel` is the kernel the attempt targeted (kept when the same pattern is retried).
+    `kernel` is the kernel the attempt targeted (kept when the same pattern is retried);
+    `undone` lists what held on the target but not on this candidate (`undone_patterns`).
     """
     action = action_for(attempt.outcome, attempt.layer)
     entry = entries.get(attempt.pattern_id)
+    if action == Action.restore_undone and attempt.sha256:
+        restores = [Planned(pid, defaults(entries[pid]), attempt.sha256) for pid in undone
+                    if pid in entries and pid != attempt.pattern_id and not tried.get((pid, attempt.sha256))]
+        if restores:
+            return action, restores
+        action = Action.next_param
     if action == Action.next_param and entry is not None and attempt.origin == "rewrite":
         params = next_param(entry, tried.get((attempt.pattern_id, attempt.base), []))
         if params is not None:
