@@ -65,8 +65,11 @@ class IndexStats:
 
 def _client(chroma_url: str | None, path: Path):
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    import chromadb
-    from chromadb.config import Settings
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError:
+        raise IndexError_(f"{path}: the index must be built, and chromadb is not installed (pip install chromadb)") from None
 
     settings = Settings(anonymized_telemetry=False, allow_reset=False)
     if chroma_url:

@@ -458,3 +458,15 @@ def test_profile_errors_name_the_file(tmp_path):
     p.write_text('"ID","Kernel Name"\n"0","k"\n')
     with pytest.raises(ProfileError, match="x.csv: column"):
         load_profile(p, "k")
+
+
+def test_an_index_that_must_be_built_without_chromadb_is_a_one_line_error(tmp_path, monkeypatch):
+    """A GPU box with the package but not chromadb: a clear error instead of a traceback."""
+    import sys
+
+    from patterns.library import load_library
+    from patterns.retriever.index import IndexError_, ranking_data
+
+    monkeypatch.setitem(sys.modules, "chromadb", None)
+    with pytest.raises(IndexError_, match=r"chromadb is not installed"):
+        ranking_data(["a kernel"], load_library(), path=tmp_path / "index")
