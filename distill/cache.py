@@ -10,11 +10,12 @@ import json
 import os
 import pickle
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from patterns.distill.sources import cache_dir
+
+from patterns.files import write_atomic
 
 _EXTRACTOR_MODULES = ("patterns.facts", "patterns.ast_facts", "patterns.distill.pyfacts", "patterns.distill.native")
 
@@ -39,23 +40,6 @@ def extractor_key() -> str:
         except metadata.PackageNotFoundError:
             pass
     return h.hexdigest()[:16]
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write to a temporary file beside `path`, then rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class FactsCache:
@@ -84,7 +68,7 @@ class FactsCache:
 
     def put(self, sha: str, text: str) -> None:
         if self.enabled:
-            atomic_write(self._path(sha), text)
+            write_atomic(self._path(sha), text)
 
     # archive manifests: archive sha256 -> [(path, sha256, size)] of the members read
     def manifest(self, archive_sha: str) -> dict | None:
@@ -97,7 +81,7 @@ class FactsCache:
 
     def put_manifest(self, archive_sha: str, data: dict) -> None:
         if self.enabled and archive_sha:
-            atomic_write(self.root / "manifests" / f"{archive_sha}.json", json.dumps(data))
+            write_atomic(self.root / "manifests" / f"{archive_sha}.json", json.dumps(data))
 
 
 def analysis_key(entries) -> str:
@@ -135,4 +119,4 @@ class AnalysisCache:
 
     def put(self, archive_sha: str, value) -> None:
         if self.enabled and archive_sha:
-            atomic_write(self.root / f"{archive_sha}.pickle", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            write_atomic(self.root / f"{archive_sha}.pickle", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))

@@ -12,13 +12,12 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
-
-from patterns.distill.cache import atomic_write
 from patterns.distill.detect import Detections, representative
 from patterns.distill.errors import DistillError
+
+from patterns.files import write_atomic
 from patterns.library import Entry
 from patterns.types import Measurement, Pattern, UpstreamLocation
 
@@ -224,4 +223,4 @@ def apply(changes: list[Change]) -> None:
         path = ch.entry.file("pattern.yaml")
         if path.read_text(encoding="utf-8") != ch.old:
             raise DistillError(f"{path}: changed while distilling; run again")
-        atomic_write(path, ch.new)
+        write_atomic(path, ch.new)

@@ -6,14 +6,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
 from patterns.distill import discover
 from patterns.distill.cache import AnalysisCache, FactsCache, analysis_key
 from patterns.distill.detect import Detections, detect
 from patterns.distill.link import link
 from patterns.distill.scan import ScanResult, Workers, finish, plan
 from patterns.distill.sources import Source, resolve
+from pydantic import BaseModel, Field
+
 from patterns.library import Entry
 from patterns.types import Draft
 
@@ -190,7 +190,7 @@ def write_drafts(drafts: list[Draft], folder: Path) -> list[Path]:
     """drafts/<id>/pattern.yaml; prose already written there by a person or the LLM is kept."""
     import yaml
 
-    from patterns.distill.cache import atomic_write
+    from patterns.files import write_atomic
 
     out = []
     for d in drafts:
@@ -206,6 +206,6 @@ def write_drafts(drafts: list[Draft], folder: Path) -> list[Path]:
         data["present_when"] = d.present_when.to_yaml()
         head = (f"# Draft proposed by `patterns distill`: recurring upstream facts no library pattern covers.\n"
                 f"# Review, write the prose, then move it into patterns/library/. Missing for a Pattern: {', '.join(d.missing()) or 'nothing'}\n")
-        atomic_write(path, head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
+        write_atomic(path, head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
         out.append(path)
     return out

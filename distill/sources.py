@@ -7,7 +7,6 @@ facts and is recorded with the evidence.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patterns.distill.errors import DistillError
+
+from patterns.files import sha256_file
 
 # distribution name -> UpstreamLocation.project
 PROJECTS = {"fla-core": "fla", "flash-linear-attention": "fla", "sglang": "sglang", "sgl-deep-gemm": "deepgemm", "deep-gemm": "deepgemm"}
@@ -69,14 +70,6 @@ class Source:
         return self._members
 
 
-def _sha_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _project_for(name: str, fallback: str) -> str:
     return PROJECTS.get(_norm(name), PACKAGES.get(name, fallback))
 
@@ -114,7 +107,7 @@ def open_wheel(path: Path, spec: str = "") -> Source:
         elif stat.S_ISLNK(mode):
             skip = "link"
         members.append(Member(info.filename, info.file_size, skip, (lambda i=info: zf.read(i))))
-    return Source(spec or str(path), _project_for(name, _norm(name)), version, str(path), "wheel", _sha_file(path), members)
+    return Source(spec or str(path), _project_for(name, _norm(name)), version, str(path), "wheel", sha256_file(path), members)
 
 
 def open_sdist(path: Path, spec: str = "") -> Source:
@@ -135,7 +128,7 @@ def open_sdist(path: Path, spec: str = "") -> Source:
         elif not info.isfile():
             skip = "not a regular file"
         members.append(Member(rel, info.size, skip, (lambda i=info: tf.extractfile(i).read())))
-    return Source(spec or str(path), _project_for(name, _norm(name)), version, str(path), "sdist", _sha_file(path), members)
+    return Source(spec or str(path), _project_for(name, _norm(name)), version, str(path), "sdist", sha256_file(path), members)
 
 
 # -- folders and installed packages -----------------------------------------------------------

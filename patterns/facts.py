@@ -98,15 +98,9 @@ def _relocate(facts: FileFacts, path: str) -> FileFacts:
 
 def write_atomic(target: Path, data: bytes) -> None:
     """A cache file appears whole or not at all; a read-only cache only costs speed."""
-    import tempfile
+    from patterns import files
 
-    tmp = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
+        files.write_atomic(target, data, durable=False)
     except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        pass

@@ -15,15 +15,23 @@ launcher together. `apply` is where the decisions around it live:
 from __future__ import annotations
 
 import difflib
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile, TransformFailure, TransformSkip, TransformSuccess, VisitorBasedCodemodCommand, transform_module
+from libcst.codemod import (
+    CodemodContext,
+    SkipFile,
+    TransformFailure,
+    TransformSkip,
+    TransformSuccess,
+    VisitorBasedCodemodCommand,
+    transform_module,
+)
 
 from patterns.facts import FactsError, extract_source
+from patterns.files import sha256_hex, write_atomic
 from patterns.library import Entry, get, present
 from patterns.types import Candidate, FileFacts, KernelFacts
 
@@ -68,10 +76,6 @@ class Applied:
     candidate: Candidate
     entry: Entry
     warnings: list[str]
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _coerce(entry: Entry, params: dict[str, str]) -> dict[str, Any]:
@@ -156,25 +160,19 @@ def apply(pattern_id: str, source: str, path: str = "<string>", kernel: str | No
     diff = "".join(difflib.unified_diff(source.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{Path(path).name}", f"b/{Path(path).name}"))
     candidate = Candidate(
         pattern_id=entry.id, path=path, kernel=target.name if target else "", params=values, diff=diff, source=new,
-        original_sha256=sha256(source), safety=entry.pattern.safety,
+        original_sha256=sha256_hex(source), safety=entry.pattern.safety,
     )
     return Applied(candidate, entry, list(context.warnings))
 
 
 def write_candidate(candidate: Candidate, path: Path) -> Path:
     """Write atomically, keeping a backup; refuse if the file changed since it was analysed."""
-    import os
     import shutil
-    import tempfile
 
     current = path.read_text(encoding="utf-8")
-    if sha256(current) != candidate.original_sha256:
+    if sha256_hex(current) != candidate.original_sha256:
         raise RewriteError(f"{path}: changed since it was analysed; run apply again")
     backup = path.with_name(path.name + ".orig")
     shutil.copy2(path, backup)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(candidate.source)
-    shutil.copymode(path, tmp)
-    os.replace(tmp, path)
+    write_atomic(path, candidate.source, keep_mode=True)
     return backup

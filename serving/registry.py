@@ -34,18 +34,16 @@ overwritten. `trail` is the sequence of versions that were made live;
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from patterns.files import sha256_hex, write_atomic
 from patterns.types import LiveImpl
 
 FORMAT = 1
@@ -85,42 +83,19 @@ def default_root() -> Path:
     return Path(platformdirs.user_data_dir("patterns")) / "registry"
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, keep_mode: bool = False) -> None:
-    """Temporary file in the same folder, fsync, rename, fsync the folder: all or nothing.
-
-    `keep_mode`: the new file gets the permissions of the one it replaces (a user's source file).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if keep_mode and path.exists():
-            shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _baseline(op: str) -> tuple[Path, str]:
     """The op's baseline file and launcher name, from its spec (the one place that declares them)."""
-    from patterns.validation.loader import GateInputError, available_ops, load_spec, source_path, split_target
+    from patterns.validation.loader import (
+        GateInputError,
+        available_ops,
+        load_spec,
+        source_path,
+        split_target,
+    )
 
     if op not in available_ops():
         raise RegistryError(f"unknown op '{op}' (known: {', '.join(available_ops()) or 'none'})")
@@ -178,7 +153,7 @@ class Registry:
             rec = self._seed(store, op)
             impl = LiveImpl(
                 op=op, version=max(v.version for v in rec.versions) + 1, file=self._store_object(data), symbol=symbol,
-                sha256=sha256_bytes(data), pattern=pattern, bundle=str(Path(bundle).resolve()) if bundle else "",
+                sha256=sha256_hex(data), pattern=pattern, bundle=str(Path(bundle).resolve()) if bundle else "",
                 accepted_by=accepted_by, accepted_at=_now(), origin=str(source_file),
             )
             rec.versions.append(impl)
@@ -246,7 +221,7 @@ class Registry:
         return store
 
     def _commit(self, store: _Store) -> None:
-        atomic_write_bytes(self.path, (store.model_dump_json(indent=2) + "\n").encode())
+        write_atomic(self.path, (store.model_dump_json(indent=2) + "\n").encode())
         self._dirty = False
 
     def _seed(self, store: _Store, op: str) -> _OpRecord:
@@ -255,7 +230,7 @@ class Registry:
         path, symbol = _baseline(op)
         data = path.read_bytes()
         v1 = LiveImpl(
-            op=op, version=1, file=self._store_object(data), symbol=symbol, sha256=sha256_bytes(data),
+            op=op, version=1, file=self._store_object(data), symbol=symbol, sha256=sha256_hex(data),
             accepted_by=SEED_ACCEPTED_BY, accepted_at=_now(), origin=str(path),
         )
         store.ops[op] = _OpRecord(live=1, trail=[1], versions=[v1])
@@ -270,10 +245,10 @@ class Registry:
         raise RegistryError(f"{rec.versions[0].op}: no version {version} (versions: {known})")
 
     def _store_object(self, data: bytes) -> str:
-        rel = f"{OBJECTS}/{sha256_bytes(data)}.py"
+        rel = f"{OBJECTS}/{sha256_hex(data)}.py"
         path = self.root / rel
         if not path.exists():
-            atomic_write_bytes(path, data)
+            write_atomic(path, data)
         return rel
 
     def _resolve(self, impl: LiveImpl) -> LiveImpl:
@@ -292,7 +267,7 @@ def load_live(op: str, registry: Registry | None = None) -> Callable:
         data = path.read_bytes()
     except OSError as exc:
         raise RegistryError(f"{path}: {op} v{impl.version}: cannot read: {exc.strerror or exc}") from None
-    if sha256_bytes(data) != impl.sha256:
+    if sha256_hex(data) != impl.sha256:
         raise RegistryError(f"{path}: {op} v{impl.version}: content does not match its sha256 (the copy was changed)")
     name = f"_patterns_live_{op}_{impl.sha256[:16]}"
     module = sys.modules.get(name)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from patterns.files import sha256_hex
 from patterns.serving import registry as registry_mod
 from patterns.serving.registry import Registry, RegistryError, load_live
 from patterns.validation.loader import kernels_dir
@@ -36,7 +37,7 @@ def test_seeds_baseline_as_version_1(reg: Registry) -> None:
     baseline = kernels_dir() / OP / "baseline.py"
     assert (live.version, live.symbol, live.pattern, live.accepted_by) == (1, OP, "", "seed")
     assert Path(live.file).read_bytes() == baseline.read_bytes()
-    assert live.sha256 == registry_mod.sha256_bytes(baseline.read_bytes())
+    assert live.sha256 == sha256_hex(baseline.read_bytes())
     assert Path(live.file).parent == reg.root / "objects"
     on_disk = json.loads(reg.path.read_text())
     assert on_disk["ops"][OP]["versions"][0]["file"] == f"objects/{live.sha256}.py"  # relative on disk

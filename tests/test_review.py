@@ -160,7 +160,7 @@ def test_a_crash_before_the_commit_point_changes_nothing(env: dict[str, Path], m
 
 
 def _crash_at(point: str, env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from patterns.serving import registry as registry_mod
+    from patterns import files as files_mod
 
     if point == "register":
         monkeypatch.setattr(Registry, "register", lambda *a, **k: (_ for _ in ()).throw(OSError("crash in register")))
@@ -174,14 +174,14 @@ def _crash_at(point: str, env: dict[str, Path], monkeypatch: pytest.MonkeyPatch)
 
         monkeypatch.setattr(ReviewStore, "_write_intent", write)
     elif point == "target":
-        real_write = registry_mod.atomic_write_bytes
+        real_write = files_mod.write_atomic
 
         def write_bytes(path, data, **kw):
             if Path(path) == env["target"]:
                 raise OSError("crash writing the target")
             real_write(path, data, **kw)
 
-        monkeypatch.setattr(registry_mod, "atomic_write_bytes", write_bytes)
+        monkeypatch.setattr(files_mod, "write_atomic", write_bytes)
     elif point == "promote":  # target and evidence written, not yet live
         monkeypatch.setattr(Registry, "promote", lambda *a, **k: (_ for _ in ()).throw(OSError("crash in promote")))
     elif point == "mark":  # everything done but the item's own status

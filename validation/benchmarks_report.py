@@ -16,7 +16,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+
+from patterns.files import write_atomic
 
 ORDER = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
 TITLES = {
@@ -289,9 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     command = f"python -m patterns.validation.benchmarks_report {inputs} --out {args.out}" + (f" --plot {plot}" if plot else " --plot ''")
     command += f" --gil {args.gil}" if args.gil is not None else ""
     text = render(results, plot, args.out, command, gil=args.gil)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, args.out)
+    write_atomic(args.out, text)
     print(f"wrote {args.out}" + (f" and {plot}" if plot else ""))
     return 0
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from patterns.files import write_atomic
 from patterns.types import CheckResult, EvidenceBundle
 
 MARK = {True: "pass", False: "FAIL", None: "not run"}
@@ -76,27 +76,11 @@ def bundle_stem(bundle: EvidenceBundle) -> str:
     return f"{bundle.op}--{Path(bundle.candidate).stem}"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename over the target:
-    a reader never sees half a bundle, even if this process dies mid-write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_bundle(bundle: EvidenceBundle, out_dir: Path) -> tuple[Path, Path]:
     stem = bundle_stem(bundle)
     json_path, md_path = Path(out_dir) / f"{stem}.json", Path(out_dir) / f"{stem}.md"
-    _atomic_write(json_path, bundle.model_dump_json(indent=2) + "\n")
-    _atomic_write(md_path, markdown(bundle))
+    write_atomic(json_path, bundle.model_dump_json(indent=2) + "\n")
+    write_atomic(md_path, markdown(bundle))
     return json_path, md_path
 
 

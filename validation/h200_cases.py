@@ -26,14 +26,16 @@ import argparse
 import json
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from patterns.files import write_atomic
 
 CASES = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
 Chain = tuple[tuple[str, dict[str, str]], ...]
@@ -432,9 +434,10 @@ def compare(got: dict, want: dict, tol) -> tuple[float, float, str | None]:
 def smoke(op: str, log=print) -> dict[str, dict]:
     """Every variant of `op` (sweeps included) once on the CPU interpreter at the op's first CPU shape, against
     the reference: the code paths of a GPU run, checked where there is no GPU. FLA variants need fla-core."""
-    from patterns import interpreter
     from patterns.validation.loader import load_reference, load_spec
     from patterns.validation.runner import call_reference
+
+    from patterns import interpreter
 
     os.environ["TRITON_INTERPRET"] = "1"
     interpreter.install_cpu_shims()
@@ -449,7 +452,6 @@ def smoke(op: str, log=print) -> dict[str, dict]:
 
 
 def measure(ctx: Ctx, shape: dict, dtype: str, rounds: int, ceilings: dict, log: Callable[[str], None]) -> dict[str, Any]:
-    import torch
 
     from patterns.validation.loader import load_reference
     from patterns.validation.perf import time_interleaved
@@ -506,7 +508,6 @@ def measure(ctx: Ctx, shape: dict, dtype: str, rounds: int, ceilings: dict, log:
 
 def run_case(op: str, out: Path, rounds: int, sweep: bool, overrides: dict[str, Path], warm_shard: tuple[int, int] | None) -> int:
     import torch
-
     from patterns.validation.loader import load_spec
     from patterns.validation.perf import device_ceilings
     from patterns.validation.runner import active_dtypes, clone_inputs
@@ -553,7 +554,7 @@ def run_case(op: str, out: Path, rounds: int, sweep: bool, overrides: dict[str, 
     for t in result["targets"]:
         log(f"[{op}] target {'met' if t['met'] else 'MISSED'}: {t['what']}: {t['measured']}")
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_json(out / f"{op}.json", result)
+    write_atomic(out / f"{op}.json", json.dumps(result, indent=1))
     return 0
 
 
@@ -690,12 +691,6 @@ def _environment() -> dict[str, str]:
     except ImportError:
         pass
     return env
-
-
-def _atomic_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:

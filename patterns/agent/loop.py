@@ -41,17 +41,30 @@ import dataclasses
 import datetime as dt
 import difflib
 import getpass
-import hashlib
 import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from patterns import files
 from patterns.agent.hypothesis import hypothesize
 from patterns.agent.journal import Journal, JournalError, read_start
-from patterns.agent.policy import Action, Planned, defaults, first_failure, follow_ups, undone_patterns
-from patterns.agent.review import AUTO, ReviewStore, agent_home, auto_merge_refusal, review_id, sha256_file
+from patterns.agent.policy import (
+    Action,
+    Planned,
+    defaults,
+    first_failure,
+    follow_ups,
+    undone_patterns,
+)
+from patterns.agent.review import (
+    AUTO,
+    ReviewStore,
+    agent_home,
+    auto_merge_refusal,
+    review_id,
+)
 from patterns.types import Attempt, Hypothesis, ReviewItem
 
 
@@ -270,10 +283,6 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def find_run(runs: Path, identity: dict[str, Any]) -> Path | None:
     """The newest unfinished run with the same identity (RUN_IDENTITY), to resume."""
     if not runs.is_dir():
@@ -305,7 +314,7 @@ class Agent:
 
     def identity(self) -> dict[str, Any]:
         return {
-            "op": self.cfg.op, "target": str(self.cfg.target), "target_sha256": sha256_file(self.cfg.target), "device": self.device,
+            "op": self.cfg.op, "target": str(self.cfg.target), "target_sha256": files.sha256_file(self.cfg.target), "device": self.device,
             "grid": self.grid, "profile": str(self.cfg.profile) if self.cfg.profile else None,
         }
 
@@ -422,10 +431,8 @@ class Agent:
             return Attempt(**common, outcome="refused", layer="rewrite", reason=str(exc))
         cand = journal.path.parent / "candidates" / f"{step:02d}-{planned.pattern_id}.py"
         cand.parent.mkdir(parents=True, exist_ok=True)
-        from patterns.serving.registry import atomic_write_bytes
-
-        atomic_write_bytes(cand, new.encode())
-        common.update(candidate=str(cand), sha256=_sha(new))
+        files.write_atomic(cand, new.encode())
+        common.update(candidate=str(cand), sha256=files.sha256_hex(new))
         journal.append("validating", {"step": step, "key": list(planned.key), "candidate": str(cand)})
         try:
             bundle = validate(self.spec, cand, device=self.device, out_dir=journal.path.parent / "evidence", max_cost=entry.pattern.max_cost,
@@ -451,7 +458,7 @@ class Agent:
         hyp = hypotheses.get(attempt.pattern_id) or Hypothesis(pattern_id=attempt.pattern_id, text=get(attempt.pattern_id).pattern.title, prediction="")
         item = self.store.put(ReviewItem(
             id=review_id(self.cfg.op, self.cfg.target, attempt.sha256), op=self.cfg.op, run=run, target=str(self.cfg.target),
-            target_sha256=_sha(target_text), symbol=self.launcher, pattern_id=attempt.pattern_id, params=attempt.params,
+            target_sha256=files.sha256_hex(target_text), symbol=self.launcher, pattern_id=attempt.pattern_id, params=attempt.params,
             safety=get(attempt.pattern_id).pattern.safety, origin=attempt.origin, candidate=attempt.candidate,
             candidate_sha256=attempt.sha256, diff=diff, bundle=attempt.bundle, device=self.device, grid=self.grid,
             hypothesis=hyp, trail=list(trail), created=_now(),

@@ -54,6 +54,7 @@ from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from patterns import files
 from patterns.types import EvidenceBundle, Measurement, ReviewItem, Safety
 
 INTENT_SUFFIX = ".accept.json"
@@ -72,10 +73,6 @@ def agent_home() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("patterns")) / "agent"
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def review_id(op: str, target: Path, candidate_sha256: str) -> str:
@@ -215,9 +212,7 @@ class ReviewStore:
             return item
 
     def _write(self, item: ReviewItem) -> None:
-        from patterns.serving.registry import atomic_write_bytes
-
-        atomic_write_bytes(self.path(item.id), (item.model_dump_json(indent=2) + "\n").encode())
+        files.write_atomic(self.path(item.id), (item.model_dump_json(indent=2) + "\n").encode())
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -251,7 +246,7 @@ class ReviewStore:
             self._recover()
             item = self._pending(item_id)
             candidate = Path(item.candidate)
-            if not candidate.is_file() or sha256_file(candidate) != item.candidate_sha256:
+            if not candidate.is_file() or files.sha256_file(candidate) != item.candidate_sha256:
                 raise ReviewError(f"{candidate}: the candidate is missing or changed since it was validated")
             try:
                 bundle = read_bundle(Path(item.bundle))
@@ -263,7 +258,7 @@ class ReviewStore:
             if refusal:
                 raise ReviewError(f"{item.id}: not merged automatically: {refusal}")
             target = Path(item.target)
-            if not target.is_file() or sha256_file(target) != item.target_sha256:
+            if not target.is_file() or files.sha256_file(target) != item.target_sha256:
                 raise ReviewError(f"{target}: changed since the candidate was made from it: run the agent again")
             # an unknown pattern or an unreadable registry fails here, before the commit point
             self._pattern_file(item)
@@ -301,9 +296,7 @@ class ReviewStore:
         return item
 
     def _write_intent(self, intent: _Intent) -> None:
-        from patterns.serving.registry import atomic_write_bytes
-
-        atomic_write_bytes(self.root / f"{intent.id}{INTENT_SUFFIX}", intent.model_dump_json(indent=2).encode())
+        files.write_atomic(self.root / f"{intent.id}{INTENT_SUFFIX}", intent.model_dump_json(indent=2).encode())
 
     def _pattern_file(self, item: ReviewItem) -> Path:
         from patterns.library import get
@@ -314,8 +307,6 @@ class ReviewStore:
         """Steps 1-5 of the module doc; each one idempotent."""
         from patterns.distill.merge import append_measured
         from patterns.library import load_pattern
-        from patterns.serving.registry import atomic_write_bytes
-
         reg = self.registry
         bundle = str(Path(item.bundle).resolve())
         if intent.registry_version is None:
@@ -329,18 +320,18 @@ class ReviewStore:
         source = Path(impl.file).read_bytes()  # the registry's immutable copy: the run folder may be gone
 
         target = Path(item.target)
-        current = sha256_file(target) if target.exists() else ""
+        current = files.sha256_file(target) if target.exists() else ""
         if current != item.candidate_sha256:
             if current != item.target_sha256:
                 raise ReviewError(f"{target}: changed by someone else during the accept of {item.id}: not overwritten; merge by hand or reject")
-            atomic_write_bytes(target, source, keep_mode=True)
+            files.write_atomic(target, source, keep_mode=True)
 
         if intent.measurement is not None:
             yaml_path = self._pattern_file(item)
             have = load_pattern(yaml_path).evidence.measured
             if intent.measurement not in have:
                 text = yaml_path.read_text(encoding="utf-8")
-                atomic_write_bytes(yaml_path, append_measured(text, [intent.measurement], str(yaml_path)).encode(), keep_mode=True)
+                files.write_atomic(yaml_path, append_measured(text, [intent.measurement], str(yaml_path)).encode(), keep_mode=True)
 
         reg.promote(item.op, intent.registry_version)
         item = item.model_copy(update={

@@ -1,0 +1,58 @@
+"""Files a reader or a crash never sees half of, and the content hashes that name them.
+
+One place for both, because every stage writes state a user relies on (facts and
+index caches, evidence bundles, the serving registry, review items, rewritten
+kernels) and compares content by hash (a rewrite's original, a registry object,
+a review's candidate).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def sha256_hex(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def sha256_file(path: Path | str) -> str:
+    """Read in chunks: upstream wheels are large."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_atomic(path: Path | str, data: bytes | str, *, keep_mode: bool = False, durable: bool = True) -> None:
+    """A temporary file in the same folder renamed over `path`: the old content or the new, never half.
+
+    `durable`: fsync the file and its folder before returning, for state a crash must not
+    lose (registry, reviews, bundles, a user's file); caches that can be rebuilt skip it.
+    `keep_mode`: the new file gets the permissions of the one it replaces (a user's source file).
+    """
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if keep_mode and path.exists():
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if durable:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
