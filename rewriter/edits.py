@@ -718,3 +718,35 @@ def tile_mask(body: Body, mask: cst.BaseExpression | None) -> dict[int, tuple[cs
 
 def same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     return unparen(code(a)) == unparen(code(b))
+
+
+def pid_call(expr: cst.BaseExpression) -> tuple[int, bool] | None:
+    """(axis, cast to int64) for `tl.program_id(a)` or `tl.program_id(a).to(tl.int64)`."""
+    cast = m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("to"))))
+    if cast:
+        expr = expr.func.value  # type: ignore[union-attr]
+    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(m.Integer())])):
+        return int(expr.args[0].value.value), cast  # type: ignore[union-attr]
+    return None
+
+
+def factor(node: cst.BaseExpression) -> str:
+    """A grid element as a factor of a product."""
+    atomic = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer))
+    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+    return code(node) if atomic or product else f"({code(node)})"
+
+
+def append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool, name: str) -> cst.SimpleStatementLine:
+    """`i_nh = pid(0)` -> `i_nh, NAME = pid(0), pid(AXIS)` (a tuple assignment gains one element)."""
+    assign = stmt.body[0]
+    tgt, val = assign.targets[0].target, assign.value  # type: ignore[attr-defined]
+    new = cst.parse_expression(f"tl.program_id({axis}).to(tl.int64)" if cast else f"tl.program_id({axis})")
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple):
+        tgt = tgt.with_changes(elements=[*[el.with_changes(comma=space) for el in tgt.elements], cst.Element(cst.Name(name))])
+        val = val.with_changes(elements=[*[el.with_changes(comma=space) for el in val.elements], cst.Element(new)])
+    else:
+        tgt = cst.Tuple([cst.Element(tgt, comma=space), cst.Element(cst.Name(name))], lpar=[], rpar=[])
+        val = cst.Tuple([cst.Element(val, comma=space), cst.Element(new)], lpar=[], rpar=[])
+    return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=tgt)], value=val)])  # type: ignore[attr-defined]

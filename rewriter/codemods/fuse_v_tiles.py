@@ -24,6 +24,7 @@ from libcst.metadata import PositionProvider
 
 from patterns.predicates import PREDICATES, Subject
 from patterns.rewriter.base import KernelCodemod
+from patterns.rewriter.edits import code
 
 BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
 # the per-head work every V tile repeats (pattern.yaml applies_when: repeated_per_tile)
@@ -39,10 +40,6 @@ def _render(name: str, **values) -> list[cst.BaseStatement]:
     # comments above the first statement are the module's header: give them back to it
     body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
     return body
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
 
 
 def _pid_axis(expr: cst.BaseExpression) -> int | None:
@@ -366,7 +363,7 @@ class FuseVTiles(KernelCodemod):
         stmt, idx, value = defs[0]
         axis = _pid_axis(value) if value is not None else None
         if axis is None:
-            self.refuse(f"{self.iv} is not a program_id axis of its own (line {self.line(stmt)}: `{_code(stmt)}`)")
+            self.refuse(f"{self.iv} is not a program_id axis of its own (line {self.line(stmt)}: `{code(stmt)}`)")
         self.axis = axis
         self.edits[stmt] = lambda u, i=idx: _drop_target(u, i)
         # i_v may appear only in its definition and the tile offset
@@ -400,15 +397,15 @@ class FuseVTiles(KernelCodemod):
                 self.refuse(f"the grid `{grid.value}` is not assigned once as a tuple in {host.name.value}")
             grid = found[0][1]
         if isinstance(grid, cst.Lambda):
-            self.refuse(f"the grid of line {line} is a callable (`{_code(grid)[:40]}...`): the V tiles are sized by the autotuner")
+            self.refuse(f"the grid of line {line} is a callable (`{code(grid)[:40]}...`): the V tiles are sized by the autotuner")
         if not isinstance(grid, cst.Tuple) or self.axis >= len(grid.elements):
             self.refuse(f"the grid of line {line} has no axis {self.axis} for the V tiles")
         if len(grid.elements) == 1:
             self.refuse(f"the V tiles are the only grid axis of line {line}: fused, the kernel would run one program")
         cdiv = grid.elements[self.axis].value
         if not m.matches(cdiv, m.Call(func=m.Attribute(value=m.Name("triton"), attr=m.Name("cdiv")))):
-            self.refuse(f"grid axis {self.axis} is `{_code(cdiv)}`, not triton.cdiv(V, {self.block}): the V tiles are not a separate grid axis")
-        v = _code(cdiv.args[0].value)  # type: ignore[attr-defined]
+            self.refuse(f"grid axis {self.axis} is `{code(cdiv)}`, not triton.cdiv(V, {self.block}): the V tiles are not a separate grid axis")
+        v = code(cdiv.args[0].value)  # type: ignore[attr-defined]
         self.edits[grid] = lambda u, a=self.axis: _drop_element(u, a)
         # how the launch passes BV
         params = [p.name for p in k.params]
@@ -434,7 +431,7 @@ class FuseVTiles(KernelCodemod):
             after = where
         else:
             if self.block in assigns:
-                self.refuse(f"{host.name.value} already assigns {self.block} but passes `{_code(value)}`")
+                self.refuse(f"{host.name.value} already assigns {self.block} but passes `{code(value)}`")
             assign_bv = v
             self.edits[arg] = lambda u, b=self.block: u.with_changes(value=cst.Name(b))
         if "num_warps" in assigns:
@@ -443,7 +440,7 @@ class FuseVTiles(KernelCodemod):
         if len(self.k_block) == 1:
             kb_arg = next((a for a in call.args if a.keyword and a.keyword.value == self.k_block[0]), None)
             if kb_arg is not None:
-                kb = _code(kb_arg.value)
+                kb = code(kb_arg.value)
                 kb = kb if isinstance(kb_arg.value, (cst.Name, cst.Integer, cst.Call, cst.Attribute)) else f"({kb})"
         guard = self.params["max_block"] if v_val is None else None
         block = _render("launcher.py.j2", bv=bv_name, assign_bv=assign_bv, guard=guard, v=v, kb=kb, num_warps=self.params["num_warps"])

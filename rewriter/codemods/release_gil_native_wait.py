@@ -19,6 +19,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.base import KernelCodemod
+from patterns.rewriter.edits import code
 
 SWAP = {"ctypes.PyDLL": "ctypes.CDLL", "ctypes.pydll.LoadLibrary": "ctypes.cdll.LoadLibrary"}
 
@@ -167,7 +168,7 @@ class ReleaseGilNativeWait(KernelCodemod):
                             "keep PyDLL for it (or load it through a second, PyDLL handle)")
         handles = self._handles(node)
         for attr in m.findall(node, m.Attribute(attr=m.Name())):
-            base = _code(attr.value)  # type: ignore[attr-defined]
+            base = code(attr.value)  # type: ignore[attr-defined]
             fname = attr.attr.value  # type: ignore[attr-defined]
             if base in handles and fname.startswith(("Py", "_Py")):
                 self.refuse(f"line {self.line(attr)}: {base}.{fname} is a Python C API function: it needs the GIL; keep PyDLL")
@@ -177,7 +178,7 @@ class ReleaseGilNativeWait(KernelCodemod):
         out = set()
         for a in m.findall(node, m.Assign(value=m.Call())):
             if self._qualify(a.value.func) in SWAP:  # type: ignore[attr-defined]
-                out |= {_code(t.target) for t in a.targets}  # type: ignore[attr-defined]
+                out |= {code(t.target) for t in a.targets}  # type: ignore[attr-defined]
         return out
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -197,7 +198,3 @@ class ReleaseGilNativeWait(KernelCodemod):
             RemoveImportsVisitor.remove_unused_import(self.context, "ctypes", "pydll")
             return updated.with_changes(func=func.with_changes(value=inner.with_changes(value="cdll")))  # type: ignore[union-attr]
         return updated.with_changes(func=func.with_changes(value=inner.with_changes(attr=cst.Name("cdll"))))  # type: ignore[union-attr]
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()

@@ -38,6 +38,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.base import KernelCodemod
+from patterns.rewriter.edits import append_pid, code, factor, pid_call
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_kv_lse_merge"
 NEW_KERNEL_NAMES = ("i_s", "split_len", "start", "end", "o_part", "NUM_SPLITS")
@@ -59,10 +60,6 @@ def _render(template: str, **values) -> list[cst.BaseStatement]:
     body = list(module.body)
     body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
     return body
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
 
 
 def _names(node: cst.CSTNode) -> set[str]:
@@ -93,22 +90,6 @@ def _bound(stmt: cst.CSTNode) -> set[str]:
         for t in targets:
             out |= {n.value for n in m.findall(t, m.Name())} if isinstance(t, (cst.Name, cst.Tuple, cst.List)) else set()
     return out
-
-
-def _pid(expr: cst.BaseExpression) -> tuple[int, bool] | None:
-    """(axis, cast) for `tl.program_id(a)` or `tl.program_id(a).to(...)`."""
-    cast = m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("to"))))
-    if cast:
-        expr = expr.func.value  # type: ignore[union-attr]
-    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(m.Integer())])):
-        return int(expr.args[0].value.value), cast  # type: ignore[union-attr]
-    return None
-
-
-def _factor(node: cst.BaseExpression) -> str:
-    atomic = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer))
-    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
-    return _code(node) if atomic or product else f"({_code(node)})"
 
 
 def _unwrap(node: cst.CSTNode) -> cst.CSTNode:
@@ -500,7 +481,7 @@ class SplitKvLseMerge(KernelCodemod):
             self.refuse(f"the KV loop on line {self.loop_line} is neither `range(0, L, BLOCK)` with a constexpr BLOCK nor `range(0, NT)` over tiles")
         if self.block and k.autotune is not None and any(self.block in cfg or self.block in cfg.get("source", "") for cfg in k.autotune.configs):
             self.refuse(f"{self.block} is chosen by @triton.autotune: the launcher and the merge need its value")
-        self.bound = _code(end_arg.value)
+        self.bound = code(end_arg.value)
         bound_names = _names(end_arg.value)
         if len(args) == 1:
             self.edits[loop.iter] = lambda u: u.with_changes(args=[
@@ -520,7 +501,7 @@ class SplitKvLseMerge(KernelCodemod):
                     if isinstance(t, cst.Name):
                         inits[t.value] = v
         carried = [n for n in _carried(loop) if n in inits and n in lp.assigned]
-        maxes = [n for n in carried if _NEG_INF.search(_code(inits[n]))]
+        maxes = [n for n in carried if _NEG_INF.search(code(inits[n]))]
         if len(maxes) != 1:
             self.refuse(f"no online-softmax running max: {'no' if not maxes else 'several'} loop-carried value initialised to -inf")
         self.m = maxes[0]
@@ -536,8 +517,8 @@ class SplitKvLseMerge(KernelCodemod):
         self.acc, self.l = accs[0], sums[0]
         width = inits[self.acc].args[0].value.elements[0].value  # type: ignore[attr-defined]
         if not isinstance(width, (cst.Name, cst.Integer)) or (isinstance(width, cst.Name) and width.value not in k.constexprs):
-            self.refuse(f"the accumulator width `{_code(width)}` is not a constexpr parameter or a number")
-        self.width = _code(width)
+            self.refuse(f"the accumulator width `{code(width)}` is not a constexpr parameter or a number")
+        self.width = code(width)
         exps = {c.name for c in k.calls if self.loop_line in c.loops and c.name in ("tl.exp", "tl.exp2")}
         if len(exps) != 1:
             self.refuse("the KV loop mixes tl.exp and tl.exp2: cannot tell the base of its log-sum-exp")
@@ -556,7 +537,7 @@ class SplitKvLseMerge(KernelCodemod):
         for s in epilogue:
             if not (m.matches(s, is_store) or m.matches(s, m.SimpleStatementLine(body=[m.Assign()]))):
                 self.refuse(f"line {self.line(s)}: after the KV loop only assignments and tl.store calls can move into the merge, "
-                            f"not `{_code(s)[:40]}`")
+                            f"not `{code(s)[:40]}`")
         store_stmts = [s for s in epilogue if m.matches(s, is_store)]
         if not store_stmts:
             self.refuse("the kernel stores nothing after the KV loop")
@@ -566,7 +547,7 @@ class SplitKvLseMerge(KernelCodemod):
             ptr, _, _ = _store_parts(s)
             base = sorted(_bases(ptr, pointers, k.assigns))
             if len(base) != 1:
-                self.refuse(f"line {self.line(s)}: cannot tell the output pointer of the store (`{_code(ptr)}`)")
+                self.refuse(f"line {self.line(s)}: cannot tell the output pointer of the store (`{code(ptr)}`)")
             outs += [b for b in base if b not in outs]
         self.outs = [p.name for p in k.params if p.name in outs]  # in signature order
         for out in self.outs:
@@ -596,7 +577,7 @@ class SplitKvLseMerge(KernelCodemod):
             pairs = list(zip(tgt.elements, val.elements)) if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple) else [(tgt, val)]
             for t, v in pairs:
                 t, v = _unwrap(t), _unwrap(v)
-                p = _pid(v)
+                p = pid_call(v)
                 if p is not None and isinstance(t, cst.Name):
                     axes[p[0]] = (s, t.value, p[1])
         used = {c.args[0] for c in k.calls_named("tl.program_id") if c.args}
@@ -606,7 +587,7 @@ class SplitKvLseMerge(KernelCodemod):
             self.refuse(f"{k.name} does not bind each program_id axis to a variable (`i_b = tl.program_id(0)`)")
         self.pids = [axes[a][1] for a in sorted(axes)]
         last_stmt, _, cast = axes[len(axes) - 1]
-        self.edits[last_stmt] = lambda u, a=len(axes), c=cast: _append_pid(u, a, c)
+        self.edits[last_stmt] = lambda u, a=len(axes), c=cast: append_pid(u, a, c, "i_s")
         stems = [p[2:] for p in self.pids if p.startswith("i_")]
         self.row = f"i_{''.join(stems)}s" if len(stems) == len(self.pids) else "i_part"
         if self.row in k.assigns or any(p.name == self.row for p in k.params):
@@ -619,7 +600,7 @@ class SplitKvLseMerge(KernelCodemod):
         for s in reversed(body[:li]):
             if _bound(s) & wanted:
                 if not m.matches(s, m.SimpleStatementLine(body=[m.Assign() | m.AugAssign()])):
-                    self.refuse(f"line {self.line(s)}: the merge needs `{_code(s)[:40]}`, which is not a plain assignment")
+                    self.refuse(f"line {self.line(s)}: the merge needs `{code(s)[:40]}`, which is not a plain assignment")
                 prologue.insert(0, s)
                 wanted |= _names(s)
         if wanted & state:
@@ -669,10 +650,10 @@ class SplitKvLseMerge(KernelCodemod):
         if isinstance(grid_node, cst.Lambda):
             self.refuse(f"the grid of line {line} is a callable: the split count must be known to size the partial buffers")
         if not isinstance(grid_node, cst.Tuple) or len(grid_node.elements) != len(self.pids):
-            self.refuse(f"the grid of line {line} (`{_code(grid_node)}`) is not a tuple with one element per program axis")
-        self.grid_text = _code(grid_node)
-        grid_elems = [_code(e.value) for e in grid_node.elements]
-        self.programs = " * ".join(_factor(e.value) for e in grid_node.elements)
+            self.refuse(f"the grid of line {line} (`{code(grid_node)}`) is not a tuple with one element per program axis")
+        self.grid_text = code(grid_node)
+        grid_elems = [code(e.value) for e in grid_node.elements]
+        self.programs = " * ".join(factor(e.value) for e in grid_node.elements)
         self.edits[grid_node] = lambda u: u.with_changes(elements=[
             *[e.with_changes(comma=_comma()) for e in u.elements], cst.Element(cst.Name("num_splits"))])
         # host value of every kernel parameter
@@ -691,7 +672,7 @@ class SplitKvLseMerge(KernelCodemod):
             self.refuse(f"the launch on line {line} does not pass {', '.join(unpassed)}")
         # the extent of axis 1 inside the kernel: a parameter passed the same grid element, else tl.num_programs
         if len(self.pids) == 2:
-            same = [p for p in names if p in self.host_value and _code(self.host_value[p].value) == grid_elems[1]]
+            same = [p for p in names if p in self.host_value and code(self.host_value[p].value) == grid_elems[1]]
             self.extent1 = same[0] if same else "tl.num_programs(1)"
             if self.extent1 not in [p.name for p in self.merge_params] and same:
                 self.merge_params = [p for p in k.params if p.name in {x.name for x in self.merge_params} | {self.extent1}]
@@ -701,14 +682,14 @@ class SplitKvLseMerge(KernelCodemod):
             arg = self.host_value.get(p.name)
             if p.constexpr and arg is not None and not isinstance(arg.value, cst.Name):
                 if p.name in locals_:
-                    self.refuse(f"{host.name.value} already has a variable {p.name}, but passes {p.name}={_code(arg.value)}")
-                hoisted.append((p.name, _code(arg.value)))
+                    self.refuse(f"{host.name.value} already has a variable {p.name}, but passes {p.name}={code(arg.value)}")
+                hoisted.append((p.name, code(arg.value)))
         self.hoisted = dict(hoisted)
         if self.width in self.host_value and self.width not in self.hoisted and not isinstance(self.host_value[self.width].value, cst.Name):
-            self.hoisted[self.width] = _code(self.host_value[self.width].value)
+            self.hoisted[self.width] = code(self.host_value[self.width].value)
         out_arg = self.host_value[self.outs[0]]
         self.out_index = [i for i, a in enumerate(call.args) if any(a is self.host_value[o] for o in self.outs)]
-        device = _code(out_arg.value) if isinstance(out_arg.value, cst.Name) else next(
+        device = code(out_arg.value) if isinstance(out_arg.value, cst.Name) else next(
             (a.value.value for a in positional if isinstance(a.value, cst.Name) and a.value.value in {p.name.value for p in host.params.params}), None)
         if device is None:
             self.refuse(f"the launch on line {line} passes no tensor to read the device from")
@@ -716,7 +697,7 @@ class SplitKvLseMerge(KernelCodemod):
         cap = None
         if re.fullmatch(r"\w+", self.bound) and self.bound in names and self.bound not in k.constexprs:
             cap_arg = self.host_value.get(self.bound)
-            cap = _code(cap_arg.value) if cap_arg is not None else None
+            cap = code(cap_arg.value) if cap_arg is not None else None
         host_width = self._host(self.width)
         block = _render("launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"], per_sm=self.params["programs_per_sm"],
                         device=self.device, programs=self.programs, programs_text=self.programs.replace(" ", ""),
@@ -727,7 +708,7 @@ class SplitKvLseMerge(KernelCodemod):
         for p in self.merge_params:
             if p.name not in self.host_value:
                 continue
-            value = p.name if p.name in self.hoisted else _code(self.host_value[p.name].value)
+            value = p.name if p.name in self.hoisted else code(self.host_value[p.name].value)
             if p.constexpr:
                 merge_kwargs.append(f"{p.name}={value}")
             else:
@@ -744,7 +725,7 @@ class SplitKvLseMerge(KernelCodemod):
         """A kernel parameter's value on the host, as text."""
         if name in self.hoisted or name not in self.host_value:
             return name
-        return _code(self.host_value[name].value)
+        return code(self.host_value[name].value)
 
     # -- kernel edits ------------------------------------------------------------------
     def _kernel_params(self, u: cst.Parameters) -> cst.Parameters:
@@ -773,7 +754,7 @@ class SplitKvLseMerge(KernelCodemod):
         return u.with_changes(body=[*head, *split, guard])
 
     def _partial_store(self, u: cst.SimpleStatementLine):
-        mask = f", mask={_code(self.mask.value)}" if self.mask is not None else ""
+        mask = f", mask={code(self.mask.value)}" if self.mask is not None else ""
         stmts = _render("kernel_store.py.j2", row=self.row, row_expr=self._row_expr(), width=self.width, col=self.col,
                         acc=self.acc, l=self.l, m=self.m, log=self.log, mask=mask, lse=self.lse)
         # blank lines stay; comments travel with the epilogue into the merge
@@ -814,7 +795,7 @@ class SplitKvLseMerge(KernelCodemod):
     def _merge_kernel(self) -> cst.FunctionDef:
         runtime = ["o_part", self.lse, *[p.name for p in self.merge_params if not p.constexpr]]
         constexprs = [f"{p.name}: {p.annotation}" + (f" = {p.default}" if p.default else "") for p in self.merge_params if p.constexpr]
-        mask = f", mask={_code(self.mask.value)}, other=0" if self.mask is not None else ""
+        mask = f", mask={code(self.mask.value)}, other=0" if self.mask is not None else ""
         text = _env().get_template("merge_kernel.py.j2").render(
             name=self.merge_name, kernel=self.kernel.name, runtime=runtime, constexprs=[*constexprs, "NUM_SPLITS: tl.constexpr"],
             bound=self.bound, block=self.block, m=self.m, l=self.l, acc=self.acc, width=self.width, row=self.row,
@@ -917,17 +898,3 @@ def _store_parts(stmt: cst.SimpleStatementLine) -> tuple[cst.BaseExpression, cst
 def _merge_name(kernel: str) -> str:
     stem = re.sub(r"(_fwd)?(_kernel)?$", "", kernel)
     return f"{stem}_merge_kernel"
-
-
-def _append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool) -> cst.SimpleStatementLine:
-    """`i_b, i_h = pid(0), pid(1)` -> `i_b, i_h, i_s = pid(0), pid(1), pid(2)`."""
-    assign = stmt.body[0]
-    tgt, val = assign.targets[0].target, assign.value  # type: ignore[attr-defined]
-    new = cst.parse_expression(f"tl.program_id({axis}).to(tl.int64)" if cast else f"tl.program_id({axis})")
-    if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple):
-        tgt = tgt.with_changes(elements=[*[e.with_changes(comma=_comma()) for e in tgt.elements], cst.Element(cst.Name("i_s"))])
-        val = val.with_changes(elements=[*[e.with_changes(comma=_comma()) for e in val.elements], cst.Element(new)])
-    else:
-        tgt = cst.Tuple([cst.Element(tgt, comma=_comma()), cst.Element(cst.Name("i_s"))], lpar=[], rpar=[])
-        val = cst.Tuple([cst.Element(val, comma=_comma()), cst.Element(new)], lpar=[], rpar=[])
-    return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=tgt)], value=val)])  # type: ignore[attr-defined]

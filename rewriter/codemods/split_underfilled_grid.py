@@ -27,6 +27,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.base import KernelCodemod
+from patterns.rewriter.edits import append_pid, code, factor, pid_call
 
 BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
 V_NAMES = ("V", "DV")  # kernels that cover V whole: o_v = tl.arange(0, V)
@@ -44,29 +45,8 @@ def _render(name: str, **values) -> list[cst.BaseStatement]:
     return body
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
-
-
 def _arange(block: str) -> m.Call:
     return m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("arange")), args=[m.Arg(m.Integer("0")), m.Arg(m.Name(block))])
-
-
-def _pid(expr: cst.BaseExpression) -> tuple[int, bool] | None:
-    """(axis, cast to int64) for `tl.program_id(a)` or `tl.program_id(a).to(tl.int64)`."""
-    cast = m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("to"))))
-    if cast:
-        expr = expr.func.value  # type: ignore[union-attr]
-    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(m.Integer())])):
-        return int(expr.args[0].value.value), cast  # type: ignore[union-attr]
-    return None
-
-
-def _factor(node: cst.BaseExpression) -> str:
-    """A grid element as a factor of a product."""
-    atomic = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer))
-    product = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
-    return _code(node) if atomic or product else f"({_code(node)})"
 
 
 def _host_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
@@ -327,7 +307,7 @@ class SplitUnderfilledGrid(KernelCodemod):
                 self.refuse(f"{k.name} already has a parameter named BV")
             shaped = [n for n in m.findall(fn.body, m.List()) if m.findall(n, m.Name(extent))]
             if shaped:
-                self.refuse(f"line {self.line(shaped[0])}: {extent} sizes a block (`{_code(shaped[0])}`): it would become BV")
+                self.refuse(f"line {self.line(shaped[0])}: {extent} sizes a block (`{code(shaped[0])}`): it would become BV")
         if TILE in k.assigns or any(p.name == TILE for p in k.params):
             self.refuse(f"{k.name} already has a variable named {TILE}")
         # every V column must be computed alone: no reduction or dot across the V tile
@@ -351,13 +331,13 @@ class SplitUnderfilledGrid(KernelCodemod):
             if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget()])])):
                 tgt, val = stmt.body[0].targets[0].target, stmt.body[0].value  # type: ignore[attr-defined]
                 values = [e.value for e in val.elements] if isinstance(val, cst.Tuple) and isinstance(tgt, cst.Tuple) else [val]
-                pids = [_pid(v) for v in values]
+                pids = [pid_call(v) for v in values]
                 if any(p and p[0] == self.axis - 1 for p in pids):
                     pid_stmt, cast = stmt, any(p[1] for p in pids if p)
                     break
         if pid_stmt is None:
             self.refuse(f"{k.name} has no `... = tl.program_id({self.axis - 1})` statement to add the tile index to")
-        self.edits[pid_stmt] = lambda u, c=cast, a=self.axis: _append_pid(u, a, c)
+        self.edits[pid_stmt] = lambda u, c=cast, a=self.axis: append_pid(u, a, c, TILE)
         if self.kernel_v is not None:
             pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
             sep = _param_separator(fn, self.module_code, pos, "BV: tl.constexpr")
@@ -387,8 +367,8 @@ class SplitUnderfilledGrid(KernelCodemod):
         if isinstance(grid, cst.Lambda):
             self.refuse(f"the grid of line {line} is a callable: its size is chosen at launch, not by the launcher")
         if not isinstance(grid, cst.Tuple) or len(grid.elements) >= 3:
-            self.refuse(f"the grid of line {line} (`{_code(grid)}`) is not a tuple of one or two axes")
-        programs = " * ".join(_factor(e.value) for e in grid.elements)
+            self.refuse(f"the grid of line {line} (`{code(grid)}`) is not a tuple of one or two axes")
+        programs = " * ".join(factor(e.value) for e in grid.elements)
         params = [p.name for p in k.params]
         positional = [a for a in call.args if a.keyword is None]
 
@@ -407,13 +387,13 @@ class SplitUnderfilledGrid(KernelCodemod):
         bv_arg = passed(self.block) if self.kernel_v is None else None
         if self.kernel_v is None and bv_arg is None:
             self.refuse(f"the launch on line {line} does not pass {self.block}")
-        v = _code(v_arg.value) if v_arg is not None else None
+        v = code(v_arg.value) if v_arg is not None else None
         if v is None and bv_arg is not None:
             start = bv_arg.value
             if isinstance(start, cst.Name) and len(assigns.get(start.value, [])) == 1:
                 start = assigns[start.value][0][1]
             if m.matches(start, m.Call(func=m.Attribute(value=m.Name("triton"), attr=m.Name("next_power_of_2")))):
-                v = _code(start.args[0].value)  # type: ignore[attr-defined]
+                v = code(start.args[0].value)  # type: ignore[attr-defined]
         if v is None:
             self.refuse(f"cannot tell the V extent at the launch on line {line}: mask the tile with `{self.ov} < V`")
         device = next((a.value.value for a in positional if isinstance(a.value, cst.Name) and a.value.value in _params(host)), None)
@@ -427,8 +407,8 @@ class SplitUnderfilledGrid(KernelCodemod):
             at = next(i for i in range(defined + 1, len(stmts)) if m.findall(stmts[i], m.Name(bv)) or i == launch_at)
         else:
             if self.block in assigns:
-                self.refuse(f"{host.name.value} already assigns {self.block} but passes `{_code(bv_arg.value) if bv_arg else 'nothing'}`")
-            assign_bv = _code(bv_arg.value) if bv_arg is not None else f"triton.next_power_of_2({v})"
+                self.refuse(f"{host.name.value} already assigns {self.block} but passes `{code(bv_arg.value) if bv_arg else 'nothing'}`")
+            assign_bv = code(bv_arg.value) if bv_arg is not None else f"triton.next_power_of_2({v})"
             at = min(grid_at, launch_at)
             if bv_arg is not None:
                 self.edits[bv_arg] = lambda u, b=self.block: u.with_changes(value=cst.Name(b))
@@ -480,21 +460,6 @@ def _params(host: cst.FunctionDef) -> set[str]:
 
 def _flat(node) -> list:
     return list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
-
-
-def _append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool) -> cst.SimpleStatementLine:
-    """`i_nh = pid(0)` -> `i_nh, i_v = pid(0), pid(1)`."""
-    assign = stmt.body[0]
-    tgt, val = assign.targets[0].target, assign.value  # type: ignore[attr-defined]
-    new = cst.parse_expression(f"tl.program_id({axis}).to(tl.int64)" if cast else f"tl.program_id({axis})")
-    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple):
-        tgt = tgt.with_changes(elements=[*[e.with_changes(comma=space) for e in tgt.elements], cst.Element(cst.Name(TILE))])
-        val = val.with_changes(elements=[*[e.with_changes(comma=space) for e in val.elements], cst.Element(new)])
-    else:
-        tgt = cst.Tuple([cst.Element(tgt, comma=space), cst.Element(cst.Name(TILE))], lpar=[], rpar=[])
-        val = cst.Tuple([cst.Element(val, comma=space), cst.Element(new)], lpar=[], rpar=[])
-    return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=tgt)], value=val)])  # type: ignore[attr-defined]
 
 
 def _add_block_param(params: cst.Parameters, comma: cst.Comma) -> cst.Parameters:
