@@ -25,6 +25,11 @@ class GPU:
     launch_overhead_us: float = 4.0  # host launch + grid start, typical of Triton's launcher
 
     @property
+    def cuda_sm(self) -> int:
+        """Compute capability x10 on NVIDIA, 0 elsewhere (what `by_sm` parameter defaults compare against)."""
+        return self.sm if self.vendor == "nvidia" else 0
+
+    @property
     def bandwidth_tbps(self) -> float:
         """Bandwidth a roofline should use: measured where we have it."""
         return self.measured_copy_tbps or self.hbm_tbps

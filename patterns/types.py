@@ -334,6 +334,22 @@ class RewriteParam(_Strict):
     default: Any = None
     choices: list[Any] = Field(default_factory=list)
     help: str = ""
+    by_sm: dict[int, Any] = Field(
+        default_factory=dict,
+        description="default on NVIDIA GPUs from this compute capability (x10) on, e.g. {90: hopper}; the highest that applies wins",
+    )
+
+    @model_validator(mode="after")
+    def _by_sm_is_a_choice(self) -> RewriteParam:
+        bad = [v for v in self.by_sm.values() if self.choices and v not in self.choices]
+        if bad:
+            raise ValueError(f"by_sm value {bad[0]!r} is not one of the choices {self.choices}")
+        return self
+
+    def default_for(self, sm: int = 0) -> Any:
+        """The default on a GPU of compute capability `sm` (x10; 0: unknown or not NVIDIA)."""
+        picks = [v for at, v in sorted(self.by_sm.items()) if sm >= at]
+        return picks[-1] if picks else self.default
 
 
 class Transformation(_Strict):

@@ -156,6 +156,34 @@ def test_a_slower_candidate_first_gets_back_what_its_rewrite_undid() -> None:
     assert action == Action.next_param and more[0].pattern_id == "fuse_v_tiles"
 
 
+def test_parameter_defaults_follow_the_gpu_the_plan_is_for(home: Path, tmp_path: Path) -> None:
+    """On an H200 the matmul's tuned 128x128x32 tiles stop at about 80% of torch.matmul with the small
+    config space; the plan for sm_90 starts autotune from the Hopper space, an A100 plan from the plain default."""
+    from patterns.agent.loop import make_plan
+
+    space = get("autotune_configs_keys").pattern.transformation.params["space"]
+    assert (space.default_for(0), space.default_for(80), space.default_for(90), space.default_for(100)) == ("small", "small", "hopper", "hopper")
+    target = copy_op(tmp_path, "matmul")
+    spaces = {}
+    for arch in ("h200", "a100"):
+        agent = Agent(AgentConfig(op="matmul", target=target, shapes=1, device="cpu", arch=arch), home=home)
+        plan = make_plan(agent.cfg, agent.spec)
+        spaces[arch] = [p["params"]["space"] for p in plan["planned"] if p["pattern_id"] == "autotune_configs_keys"]
+    assert spaces == {"h200": ["hopper"], "a100": ["small"]}
+    # tuning further from the arch default tries the other declared spaces
+    entry = get("autotune_configs_keys")
+    assert next_param(entry, [defaults(entry, 90)], 90) == {**defaults(entry, 90), "space": "small"}
+
+
+def test_a_by_sm_default_must_be_one_of_the_choices() -> None:
+    from pydantic import ValidationError
+
+    from patterns.types import RewriteParam
+
+    with pytest.raises(ValidationError, match="not one of the choices"):
+        RewriteParam(type="str", default="small", choices=["small", "hopper"], by_sm={90: "huge"})
+
+
 def test_failed_partition_stacks_the_numerics_pattern_on_the_candidate() -> None:
     entries = {e.id: e for e in load_library()}
     cand = "cd" * 32

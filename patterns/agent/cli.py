@@ -93,6 +93,7 @@ def agent_command(
     review: str = typer.Option("queue", "--review", help="queue (leave items for `patterns review`) or interactive (ask here)"),
     auto_merge_exact: bool = typer.Option(False, "--auto-merge-exact", help="merge exact (bit-identical) codemod rewrites that pass the gate without asking"),
     device: str = typer.Option("auto", "--device", help="auto, cpu (Triton interpreter: correctness and integrity) or cuda (also speed)"),
+    arch: str = typer.Option("h200", "--arch", help="the GPU to plan for (h200, h100, a100, b200, mi300x): estimates, applicability, rewrite parameter defaults"),
     shapes: Optional[int] = typer.Option(None, "--shapes", help="check correctness on the first N shapes of the op's grid only (recorded in the review item)"),
     profile: Optional[Path] = typer.Option(None, "--profile", help="ncu CSV, torch.profiler trace or evidence bundle to use instead of the estimate"),
     fresh: bool = typer.Option(False, "--fresh", help="start a new run even if an unfinished run of this target exists"),
@@ -107,7 +108,7 @@ def agent_command(
     prepare_device(device)
     op_name, path = resolve_target(target, op)
     cfg = AgentConfig(op=op_name, target=path, max_steps=max_steps, review=review, auto_merge_exact=auto_merge_exact,
-                      device=device, shapes=shapes, profile=profile, fresh=fresh)
+                      device=device, arch=arch, shapes=shapes, profile=profile, fresh=fresh)
     agent = Agent(cfg)
     # a live spinner for a person at a terminal; piped output gets the step lines only
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True,

@@ -73,7 +73,7 @@ class AgentError(ValueError):
 
 
 # what makes two invocations the same run (for resuming)
-RUN_IDENTITY = ("op", "target", "target_sha256", "device", "grid", "profile")
+RUN_IDENTITY = ("op", "target", "target_sha256", "device", "arch", "grid", "profile")
 
 
 @dataclass
@@ -84,6 +84,7 @@ class AgentConfig:
     review: Literal["queue", "interactive"] = "queue"
     auto_merge_exact: bool = False
     device: str = "auto"
+    arch: str = "h200"  # the GPU the plan is made for: bottleneck estimates, applicability, parameter defaults
     shapes: int | None = None  # check correctness on the first N shapes of the op's CPU grid only
     profile: Path | None = None
     fresh: bool = False
@@ -211,10 +212,12 @@ def _dtypes(spec) -> tuple[str, dict[str, str]]:
 
 def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The ranked attempts and a hypothesis for each, from the retriever at every GPU shape of the op."""
+    from patterns.hardware import gpu
     from patterns.library import get
     from patterns.retriever.profile import ProfileError
     from patterns.retriever.retrieve import suggest
 
+    sm = gpu(cfg.arch).cuda_sm
     dtype, overrides = _dtypes(spec)
     shapes = [dict(s) for s in (spec.gpu_shapes or spec.shapes)]
     profile, profile_note = cfg.profile, ""
@@ -228,13 +231,13 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     for shape in shapes:
         label = ", ".join(f"{k}={shape[k]}" for k in varying)
         try:
-            report = suggest(cfg.target, shapes=shape, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000)
+            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000)
         except ProfileError as exc:
             if cfg.profile is not None:
                 raise AgentError(str(exc)) from None
             profile_note = f"evidence not used: {exc}"
             profile = None
-            report = suggest(cfg.target, shapes=shape, dtype=dtype, dtype_overrides=overrides, top=1000)
+            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, top=1000)
         for k in report.kernels:
             analysis.append({"shape": shape, "kernel": k.kernel, "bottleneck": k.bottleneck.model_dump(mode="json"),
                              "others": [b.cls.value for b in k.other_bottlenecks]})
@@ -258,7 +261,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
             by_hand.append(s.pattern_id)
             continue
         kernel = "" if s.kernel.startswith("<") else s.kernel
-        planned.append({"pattern_id": s.pattern_id, "params": defaults(entry) if origin == "rewrite" else {}, "origin": origin, "kernel": kernel, "score": score})
+        planned.append({"pattern_id": s.pattern_id, "params": defaults(entry, sm) if origin == "rewrite" else {}, "origin": origin, "kernel": kernel, "score": score})
         hyp = hypothesize(entry.pattern, seen[s.pattern_id], len(shapes), spec.acceptance.allowing_cost(entry.pattern.max_cost).min_speedup)
         if llm_cfg is not None:
             from patterns.agent.llm import LLMRejected, ask_hypothesis
@@ -301,6 +304,7 @@ class Agent:
                  ask: Callable[[ReviewItem], str] | None = None, say: Callable[[str], None] = lambda _: None,
                  stage: Callable[[str], None] = lambda _: None, advance: Callable[[int, int], None] = lambda done, total: None):
         from patterns.agent.llm import load_config
+        from patterns.hardware import UnknownGPU, gpu
 
         self.cfg = cfg
         self.home = Path(home) if home is not None else agent_home()
@@ -309,12 +313,17 @@ class Agent:
         self.device = prepare_device(cfg.device)
         self.spec, self.launcher, self.grid = _gate_spec(cfg.op, cfg.target, cfg.shapes)
         self.llm = load_config()
+        try:
+            self.sm = gpu(cfg.arch).cuda_sm
+        except UnknownGPU as exc:
+            raise AgentError(str(exc)) from None
         if cfg.profile is not None and not cfg.profile.is_file():
             raise AgentError(f"--profile: {cfg.profile}: no such file")
 
     def identity(self) -> dict[str, Any]:
         return {
             "op": self.cfg.op, "target": str(self.cfg.target), "target_sha256": files.sha256_file(self.cfg.target), "device": self.device,
+            "arch": self.cfg.arch,
             "grid": self.grid, "profile": str(self.cfg.profile) if self.cfg.profile else None,
         }
 
@@ -374,7 +383,7 @@ class Agent:
             undone: list[str] = []
             if attempt.outcome == "failed" and attempt.layer == "performance" and attempt.candidate and Path(attempt.candidate).exists():
                 undone = undone_patterns(Path(attempt.candidate).read_text(encoding="utf-8"), str(self.cfg.target), plan["already_applied"], entries)
-            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone)
+            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone, self.sm)
             if not replayed:
                 attempt = attempt.model_copy(update={"action": action.value})
                 journal.append("attempt", attempt.model_dump(mode="json"))

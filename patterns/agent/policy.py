@@ -76,14 +76,15 @@ def first_failure(bundle: EvidenceBundle) -> tuple[str, str]:
     return failing[0].layer, failing[0].reason
 
 
-def defaults(entry: Entry) -> dict[str, Any]:
-    return {name: p.default for name, p in entry.pattern.transformation.params.items()}
+def defaults(entry: Entry, sm: int = 0) -> dict[str, Any]:
+    """The rewrite's parameter defaults on the GPU the plan targets (compute capability `sm` x10; 0: the plain defaults)."""
+    return {name: p.default_for(sm) for name, p in entry.pattern.transformation.params.items()}
 
 
-def next_param(entry: Entry, tried: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+def next_param(entry: Entry, tried: Iterable[dict[str, Any]], sm: int = 0) -> dict[str, Any] | None:
     """The first parameter setting not tried yet: one declared choice changed from the defaults at a time."""
     seen = [dict(t) for t in tried]
-    base = defaults(entry)
+    base = defaults(entry, sm)
     for name, p in entry.pattern.transformation.params.items():
         for value in p.choices:
             params = {**base, name: value}
@@ -115,29 +116,30 @@ def is_numerics(entry: Entry) -> bool:
 
 def follow_ups(
     attempt: Attempt, entries: dict[str, Entry], tried: dict[tuple[str, str], list[dict[str, Any]]], kernel: str = "",
-    undone: Iterable[str] = (),
+    undone: Iterable[str] = (), sm: int = 0,
 ) -> tuple[Action, list[Planned]]:
     """The action the attempt's outcome calls for, and the attempts it adds (first in the queue).
 
     `tried` maps (pattern, base) to the parameter settings already attempted on that base;
     `kernel` is the kernel the attempt targeted (kept when the same pattern is retried);
-    `undone` lists what held on the target but not on this candidate (`undone_patterns`).
+    `undone` lists what held on the target but not on this candidate (`undone_patterns`);
+    `sm` is the compute capability of the GPU the plan targets (parameter defaults, `defaults`).
     """
     action = action_for(attempt.outcome, attempt.layer)
     entry = entries.get(attempt.pattern_id)
     if action == Action.restore_undone and attempt.sha256:
-        restores = [Planned(pid, defaults(entries[pid]), attempt.sha256) for pid in undone
+        restores = [Planned(pid, defaults(entries[pid], sm), attempt.sha256) for pid in undone
                     if pid in entries and pid != attempt.pattern_id and not tried.get((pid, attempt.sha256))]
         if restores:
             return action, restores
         action = Action.next_param
     if action == Action.next_param and entry is not None and attempt.origin == "rewrite":
-        params = next_param(entry, tried.get((attempt.pattern_id, attempt.base), []))
+        params = next_param(entry, tried.get((attempt.pattern_id, attempt.base), []), sm)
         if params is not None:
             return action, [Planned(attempt.pattern_id, params, attempt.base, kernel=kernel)]
     if action == Action.numerics_pattern and attempt.sha256:
         fixes = [
-            Planned(e.id, defaults(e), attempt.sha256)
+            Planned(e.id, defaults(e, sm), attempt.sha256)
             for e in entries.values()
             if is_numerics(e) and e.pattern.transformation.rewrite and e.id != attempt.pattern_id and not tried.get((e.id, attempt.sha256))
         ]
