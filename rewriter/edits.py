@@ -737,6 +737,27 @@ def factor(node: cst.BaseExpression) -> str:
     return code(node) if atomic or product else f"({code(node)})"
 
 
+def fold_pid(stmt: cst.SimpleStatementLine, axis: int, count: str, name: str) -> cst.SimpleStatementLine:
+    """`i_nh = pid(AXIS)` -> `i_nh, NAME = pid(AXIS) // COUNT, pid(AXIS) % COUNT`: a new index of COUNT values
+    folded into an existing program axis as its fastest-varying part (a tuple assignment gains one element)."""
+    assign = stmt.body[0]
+    tgt, val = assign.targets[0].target, assign.value  # type: ignore[attr-defined]
+    pairs = list(zip(tgt.elements, val.elements)) if isinstance(tgt, cst.Tuple) and isinstance(val, cst.Tuple) else [(cst.Element(tgt), cst.Element(val))]
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    targets, values = [], []
+    for t, v in pairs:
+        if (pid_call(v.value) or (-1,))[0] == axis:
+            pid = code(v.value)
+            v = v.with_changes(value=cst.parse_expression(f"{pid} // {count}"))
+            folded = cst.parse_expression(f"{pid} % {count}")
+        targets.append(t.with_changes(comma=space))
+        values.append(v.with_changes(comma=space))
+    targets.append(cst.Element(cst.Name(name)))
+    values.append(cst.Element(folded))
+    return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=cst.Tuple(targets, lpar=[], rpar=[]))],
+                                                       value=cst.Tuple(values, lpar=[], rpar=[]))])  # type: ignore[attr-defined]
+
+
 def append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool, name: str) -> cst.SimpleStatementLine:
     """`i_nh = pid(0)` -> `i_nh, NAME = pid(0), pid(AXIS)` (a tuple assignment gains one element)."""
     assign = stmt.body[0]

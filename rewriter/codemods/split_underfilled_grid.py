@@ -1,19 +1,24 @@
 """Split V across programs when one program per head under-fills the GPU.
 
-Kernel: a tile program axis is added after the existing ones (`i_v =
-tl.program_id(n)`: last, so the x axis keeps its 2^31 limit for B*H and no axis
-is renumbered) and the V offset `o_v = tl.arange(0, BV)` becomes
-`i_v * BV + tl.arange(0, BV)`. A kernel that covers V with `tl.arange(0, V)`
+Kernel: the V tiles are folded into program axis 0, fastest: `i_nh =
+tl.program_id(0)` becomes `i_nh, i_v = tl.program_id(0) // tl.cdiv(V, BV),
+tl.program_id(0) % tl.cdiv(V, BV)`, so the tiles of one head run side by side
+(they share the head's inputs in L2 and read adjacent sectors of each state
+row: on an H200 this order was 1-4% faster than a separate last axis for KDA
+decode at batch 1-512), axis 0 keeps its 2^31 limit and no other axis changes;
+the V offset `o_v = tl.arange(0, BV)` becomes `i_v * BV + tl.arange(0, BV)`. A kernel that covers V with `tl.arange(0, V)`
 gains a `BV: tl.constexpr` parameter for the tile. Launcher: a generated block
 (template launcher.py.j2) caps BV at `max_bv` and halves it while the grid's
 programs times cdiv(V, BV) are fewer than `programs_per_sm` times the SM count,
-down to `min_bv` (or fixes BV at `block`); the grid gains `triton.cdiv(V, BV)` as its last axis, and
+down to `min_bv` (or fixes BV at `block`); the grid's axis 0 is multiplied by `triton.cdiv(V, BV)`, and
 `_num_sms` (template num_sms.py.j2) is added unless the file has one. A literal
 num_warps becomes 1 for tiles of 16 or less.
 
 Refuses: V columns that are not independent (a reduction or tl.dot over the V
-tile), a grid that already has three axes or is a callable, a BV chosen by the
-autotuner, a V tile used inline more than once, no V tile to split.
+tile), a kernel that reads tl.num_programs(0) (folding changes it), a grid that
+is a callable, a BV chosen by the autotuner, a V tile used inline more than
+once, no V tile to split, a V extent the kernel cannot name (mask the tile
+with `o_v < V`).
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import append_pid, code, factor, pid_call
+from patterns.rewriter.edits import code, factor, fold_pid, pid_call
 
 BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
 V_NAMES = ("V", "DV")  # kernels that cover V whole: o_v = tl.arange(0, V)
@@ -225,7 +230,7 @@ class SplitUnderfilledGrid(KernelCodemod):
     DESCRIPTION = "split V across more programs when the grid under-fills the SMs"
     REFUSES = [
         (_OUTPUT_NORM, r"line 19: tl.sum over the V tile: V columns are not independent"),
-        (_THREE_AXES, r"chunk_state_kernel already uses 3 program_id axes"),
+        (_THREE_AXES, r"line 16: tl.dot on values of the V tile"),
         (_AUTOTUNED, r"BV is chosen by @triton.autotune"),
         ("def f():\n    return 1\n", "no Triton kernel"),
     ]
@@ -256,13 +261,11 @@ class SplitUnderfilledGrid(KernelCodemod):
             self.refuse(f"{k.name} is not a top-level function of the file")
         if any(c.via and c.name in ("tl.program_id", "tl.num_programs") for c in k.calls):
             self.refuse(f"a helper of {k.name} reads program ids: renumbering its axes is not automated")
-        axes = {c.args[0] if c.args else c.kwargs.get("axis", "0") for c in k.calls_named("tl.program_id")}
-        if len(axes) >= 3 or axes - {"0", "1"}:
-            self.refuse(f"{k.name} already uses {len(axes)} program_id axes: no axis left for the V tiles")
+        if any((c.args[0] if c.args else c.kwargs.get("axis", "0")) == "0" for c in k.calls_named("tl.num_programs")):
+            self.refuse(f"{k.name} reads tl.num_programs(0): folding the V tiles into axis 0 would change it")
         self.edits: dict[cst.CSTNode, object] = {}
         self.fn = fn
         self.module_code = node.code
-        self.axis = len(axes)
         self._plan_kernel(fn)
         if not k.launches:
             self.refuse(f"no launch of {k.name} in this file: the launcher must change with the kernel")
@@ -325,19 +328,26 @@ class SplitUnderfilledGrid(KernelCodemod):
                 if axis is None or axis_of_v is None or axis == axis_of_v or not two_d:
                     self.refuse(f"line {c.line}: {c.name} over the V tile: V columns are not independent, the split would need a merge")
         self.edits[offset] = lambda u, b=self.block: cst.parse_expression(f"{TILE} * {b} + tl.arange(0, {b})")
-        # the tile index: a new last program axis, next to the highest existing one
+        # the V extent as the kernel knows it: the whole-V constexpr, or the bound of the tile's mask
+        if self.kernel_v is not None:
+            kernel_v = self.kernel_v
+        else:
+            mask = m.findall(fn, m.Comparison(left=m.Name(self.ov), comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name())]))
+            if not mask:
+                self.refuse(f"cannot tell the V extent in {k.name}: mask the tile with `{self.ov} < V`")
+            kernel_v = mask[0].comparisons[0].comparator.value  # type: ignore[attr-defined]
+        # the tile index: folded into program axis 0 as its fastest-varying part
         pid_stmt = None
         for stmt in fn.body.body:
             if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget()])])):
                 tgt, val = stmt.body[0].targets[0].target, stmt.body[0].value  # type: ignore[attr-defined]
                 values = [e.value for e in val.elements] if isinstance(val, cst.Tuple) and isinstance(tgt, cst.Tuple) else [val]
-                pids = [pid_call(v) for v in values]
-                if any(p and p[0] == self.axis - 1 for p in pids):
-                    pid_stmt, cast = stmt, any(p[1] for p in pids if p)
+                if any((pid_call(v) or (-1,))[0] == 0 for v in values):
+                    pid_stmt = stmt
                     break
         if pid_stmt is None:
-            self.refuse(f"{k.name} has no `... = tl.program_id({self.axis - 1})` statement to add the tile index to")
-        self.edits[pid_stmt] = lambda u, c=cast, a=self.axis: append_pid(u, a, c, TILE)
+            self.refuse(f"{k.name} has no `... = tl.program_id(0)` statement to fold the tile index into")
+        self.edits[pid_stmt] = lambda u, n=f"tl.cdiv({kernel_v}, {self.block})": fold_pid(u, 0, n, TILE)
         if self.kernel_v is not None:
             pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
             sep = _param_separator(fn, self.module_code, pos, "BV: tl.constexpr")
@@ -420,8 +430,7 @@ class SplitUnderfilledGrid(KernelCodemod):
         prev = self.edits.get(stmts[at])
         self.edits[stmts[at]] = lambda u, b=block, p=prev: cst.FlattenSentinel([*b, *_flat(p(u) if p else u)])
         self.edits[grid] = lambda u, e=f"triton.cdiv({v}, {bv})": u.with_changes(elements=[
-            *[el.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for el in u.elements],
-            cst.Element(cst.parse_expression(e))])
+            u.elements[0].with_changes(value=cst.parse_expression(f"{factor(u.elements[0].value)} * {e}")), *u.elements[1:]])
         warps = next((a for a in call.args if a.keyword and a.keyword.value == "num_warps"), None)
         if warps is not None and isinstance(warps.value, cst.Integer):
             self.edits[warps] = lambda u, b=bv: u.with_changes(value=cst.parse_expression(f"1 if {b} <= 16 else {u.value.value}"))

@@ -13,7 +13,7 @@ def gdn_decode_kernel(
     q, k, v, a, b, A_log, dt_bias, o, h, scale,
     H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
 ):
-    i_nh, i_v = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    i_nh, i_v = tl.program_id(0).to(tl.int64) // tl.cdiv(V, BV), tl.program_id(0).to(tl.int64) % tl.cdiv(V, BV)
     i_h = i_nh % H
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -55,5 +55,5 @@ def gdn_decode(q, k, v, a, b, A_log, dt_bias, h):
     while BV > 16 and B * H * triton.cdiv(V, BV) < 4 * _num_sms(q.device):
         BV //= 2
     num_warps = 8 if BK * BV >= 128 * 128 else 4
-    gdn_decode_kernel[(B * H, triton.cdiv(V, BV))](q, k, v, a, b, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
+    gdn_decode_kernel[(B * H * triton.cdiv(V, BV),)](q, k, v, a, b, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
     return o, h
