@@ -4,8 +4,8 @@ Kernel: the query-head program index `i_hq` (a program_id axis of its own, or
 `i_bh % HQ` of a flat `B * HQ` axis) and its KV head `i_hk = i_hq // G` (or
 `// (HQ // HK)`) become one KV-head index: the program axis now counts KV heads,
 and `o_hq = i_hk * G + tl.arange(0, BG)` with `m_g = tl.arange(0, BG) < G` holds
-the group's query heads, BG = max(16, next_power_of_2(G)) rows because tl.dot
-needs 16 (the padded rows are masked). Every value that depended on the query
+the group's query heads, BG = max(block_h, next_power_of_2(G)) rows (block_h,
+default 16: tl.dot needs 16; the padded rows are masked). Every value that depended on the query
 head gains a leading [BG] axis; nothing else changes shape, so each K and V tile
 is loaded once for the group:
 
@@ -342,7 +342,7 @@ class GqaHeadGrouping(PlannedCodemod):
         dots = list(self.body.calls("tl.dot"))
         if dots:
             self.refuse(f"{k.name} already calls tl.dot (line {self.line(dots[0])}): its scores are not per-head reductions to group")
-        self.params_ = {p.name: p for p in k.params}
+        self.kparams = {p.name: p for p in k.params}
         self._heads(fn)
         self._taint()
         self._ranks()
@@ -372,6 +372,7 @@ class GqaHeadGrouping(PlannedCodemod):
             self.refuse(f"{k.name} uses 3 program_id axes: no grid axis can become the KV-head axis without regrouping the others")
         pids: dict[str, tuple[int, cst.BaseExpression, cst.SimpleStatementLine]] = {}
         pairs: dict[str, tuple[cst.BaseExpression, cst.BaseExpression, cst.SimpleStatementLine]] = {}
+        again: set[str] = set()  # assigned more than once: not an index to rename
         for stmt in fn.body.body:
             if not isinstance(stmt, cst.SimpleStatementLine):
                 continue
@@ -382,19 +383,20 @@ class GqaHeadGrouping(PlannedCodemod):
                     p = pid_call(v)
                     if p is not None:
                         pids[t.value] = (p[0], t, stmt)
-                    elif t.value not in pairs:
-                        pairs[t.value] = (t, v, stmt)
+                    elif t.value in pairs:
+                        again.add(t.value)
                     else:
-                        pairs[t.value] = (t, cst.Name("__reassigned__"), stmt)
+                        pairs[t.value] = (t, v, stmt)
+        pairs = {n: p for n, p in pairs.items() if n not in again}
         found = []
         for name, (t, v, stmt) in pairs.items():
             fd = _floordiv(v)
             if fd is None or not isinstance(fd[0], cst.Name):
                 continue
             hq, group = fd[0].value, fd[1].with_changes(lpar=[], rpar=[])
-            if isinstance(group, cst.Name) and group.value in self.params_:
+            if isinstance(group, cst.Name) and group.value in self.kparams:
                 form = (group.value, None, None)
-            elif (g2 := _floordiv(group)) and all(isinstance(x, cst.Name) and x.value in self.params_ for x in g2):
+            elif (g2 := _floordiv(group)) and all(isinstance(x, cst.Name) and x.value in self.kparams for x in g2):
                 form = (None, g2[0].value, g2[1].value)  # type: ignore[union-attr]
             else:
                 continue
@@ -512,7 +514,7 @@ class GqaHeadGrouping(PlannedCodemod):
 
     def _names(self) -> None:
         k = self.kernel
-        taken = set(self.params_) | set(self.body.bindings)
+        taken = set(self.kparams) | set(self.body.bindings)
         self.rename = {n: f"o_{_stem(n)}" for n in self.tainted if n.startswith("i_") or n == self.hq or (self.flat and n == self.flat[0])}
         self.o_hq = self.rename[self.hq]
         self.new_g = self.g_param is None
@@ -739,7 +741,7 @@ class GqaHeadGrouping(PlannedCodemod):
                 v = self.body.single(v.value)  # type: ignore[assignment]
         v = v.with_changes(lpar=[], rpar=[])
         ok = isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value == "to" and v.args \
-            and code(v.args[0].value) in ("tl.float32", "tl.float32")
+            and code(v.args[0].value) == "tl.float32"
         if not ok:
             self.refuse(f"the K/V tile `{code(u)[:40]}` (line {self.line(u)}) is not converted with .to(tl.float32): tl.dot needs it in "
                         "q's fp32")
@@ -794,8 +796,7 @@ class GqaHeadGrouping(PlannedCodemod):
                             stack.append(side)
         if target is None:
             self.refuse(f"grid axis {self.axis} is `{code(old)}`: it does not count the query heads {hq_host}")
-        new_hk = expr(hk_host if target is old or isinstance(expr(hk_host), (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer))
-                      else f"({hk_host})")
+        new_hk = expr(hk_host if target is old else paren(hk_host))
         self.replace(target, new_hk)
         new_elem = code(new_hk) if target is old else code(old.deep_replace(target, new_hk))  # type: ignore[arg-type]
         # another axis sized from the old head count (the split rule) divides by the programs the grid now has
@@ -817,7 +818,7 @@ class GqaHeadGrouping(PlannedCodemod):
                 for ln in u.leading_lines]))
         # tl.dot needs blocks of at least 16
         for block in sorted(self.dot_blocks):
-            if block not in self.params_ or not self.params_[block].constexpr:
+            if block not in self.kparams or not self.kparams[block].constexpr:
                 continue
             v = la.value(block)
             if v is None:
@@ -832,8 +833,9 @@ class GqaHeadGrouping(PlannedCodemod):
         # BG (and G) on the host
         if "BG" in la.assigns or any(p.name.value == "BG" for p in la.host.params.params):
             self.refuse(f"{la.host.name.value} already uses the name BG")
+        rows = self.params.get("block_h", MIN_DOT)
         block = stmts("# tl.dot needs at least 16 rows: a group of query heads is padded to BG, the padding masked\n"
-                      f"BG = max({MIN_DOT}, triton.next_power_of_2({unparen(g_host)}))\n")
+                      f"BG = max({rows}, triton.next_power_of_2({unparen(g_host)}))\n")
         self.insert_before(la.stmt, block)
         options = ("num_warps", "num_stages", "num_ctas", "maxnreg")
         at = next((i for i, a in enumerate(la.call.args) if a.keyword and a.keyword.value in options), len(la.call.args))
