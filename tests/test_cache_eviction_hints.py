@@ -1,0 +1,45 @@
+"""cache_eviction_hints on kernels whose per-token pointers advance in a loop and whose state is updated in place."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patterns.rewriter.base import RewriteError, apply
+from patterns.rewriter.codemods.cache_eviction_hints import _RECURRENT
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _hints(src: str) -> dict[str, str | None]:
+    """`b_x` -> the eviction policy its tl.load got (None: unhinted), for every `b_x = tl.load(...)` line."""
+    out = {}
+    for line in src.splitlines():
+        name, _, rest = line.strip().partition(" = ")
+        if rest.startswith(("tl.load(", "tl.exp(tl.load(")):
+            out[name] = next((p for p in ("evict_first", "evict_last") if p in rest), None)
+    return out
+
+
+def test_advanced_pointer_is_classified_by_its_first_value():
+    got = _hints(apply("cache_eviction_hints", _RECURRENT, "case.py").candidate.source)
+    # p_q = q + i_bh * T * K + o_k, then p_q += K: a tile that every V tile (program_id 1) of a head reads
+    assert got["b_q"] == "evict_last" and got["b_v"] == "evict_first"
+
+
+def test_in_place_state_load_is_left_unhinted():
+    got = _hints(apply("cache_eviction_hints", _RECURRENT, "case.py").candidate.source)
+    assert got["b_h"] is None
+
+
+def test_a_stride_that_reads_the_program_id_is_not_seen_through():
+    src = _RECURRENT.replace("p_q += K", "p_q += K * i_v")
+    with pytest.raises(RewriteError, match="no tile load of decay_recurrent_kernel is shared between programs"):
+        apply("cache_eviction_hints", src, "case.py")
+
+
+def test_kda_decode_candidate():
+    path = ROOT / "evidence/gpu/h200-kda_decode/candidate-fused-split.py"
+    got = _hints(apply("cache_eviction_hints", path.read_text(), str(path)).candidate.source)
+    assert got == {"b_h": None, "b_A": None, "b_bias": "evict_last", "b_q": "evict_last", "b_k": "evict_last",
+                   "b_g": "evict_last", "b_v": "evict_first", "b_beta": None}
