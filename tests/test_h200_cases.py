@@ -33,6 +33,12 @@ def test_candidates_are_the_rewrites_of_the_baseline(tmp_path):
     # the V tile sized from the SM count (split_underfilled_grid) after the fusion's warps rule (fuse_v_tiles)
     assert "while BV > 16 and B * HV * triton.cdiv(V, BV) < 4 * _num_sms(q.device):" in src
     assert "num_warps = min(4, max(1, BK * BV // 2048))" in src
+    # then L2 hints: q, k and g are read by every V tile of a head (folded into axis 0 beside it)
+    assert 'b_q = tl.load(p_q, mask=m_k, other=0., eviction_policy="evict_last")' in src
+    assert 'b_v = tl.load(p_v, mask=m_v, other=0., eviction_policy="evict_first")' in src
+    # decode attention: the split kernel, then one program per KV head for the group's query heads
+    src = h200_cases.apply_chain("decode_attention", h200_cases.STEPS["decode_attention"][-1].chain, tmp_path / "d.py")
+    assert "decode_attention_fwd_kernel[(B * HK, num_splits)](" in src and "decode_attention_merge_kernel[(B * HQ,)](" in src
     src = h200_cases.apply_chain("cp_state_merge", h200_cases.STEPS["cp_state_merge"][-1].chain, tmp_path / "m.py")
     assert 'input_precision="tf32x3"' in src and "num_warps = 8 if max(BK, BV) >= 128 else 4" in src
 

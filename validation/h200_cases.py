@@ -57,6 +57,8 @@ STEPS: dict[str, tuple[Step, ...]] = {
              "one program per head computes the norms, gate and beta once instead of once per V tile"),
         Step("fused+split", (("fuse_v_tiles", {}), ("split_underfilled_grid", {})),
              "B*HV programs under-fill 132 SMs at small batch: V tiles sized from the SM count, warps from the tile"),
+        Step("fused+split+hints", (("fuse_v_tiles", {}), ("split_underfilled_grid", {}), ("cache_eviction_hints", {})),
+             "q, k and g are read by every V tile of a head: keep them in L2 (evict_last), stream v (evict_first)"),
     ),
     "cp_state_merge": (
         Step("tf32x3", (("tf32x3_dot_precision", {}),),
@@ -65,12 +67,16 @@ STEPS: dict[str, tuple[Step, ...]] = {
     "decode_attention": (
         Step("split-KV", (("split_kv_lse_merge", {}),),
              "B*HQ programs under-fill the SMs at small batch: split the KV range and merge by log-sum-exp"),
+        Step("split-KV+grouped", (("split_kv_lse_merge", {}), ("gqa_head_grouping", {})),
+             "the HQ/HK query heads of a group each reload the shared K/V: one program per KV head loads it once"),
     ),
     "matmul": (
         Step("grouped", (("grouped_pid_ordering", {}),), "GROUP_M-row tile groups reuse B panels in L2"),
         Step("persistent", (("grouped_pid_ordering", {}), ("persistent_tile_loop", {})),
              "one program per SM walks its tiles: no tail wave, no per-tile launch"),
-        Step("autotuned", (("grouped_pid_ordering", {}), ("autotune_configs_keys", {"space": "hopper"})),
+        Step("grouped+autotuned", (("grouped_pid_ordering", {}), ("autotune_configs_keys", {"space": "hopper"})),
+             "grouped tiles, then tiles, warps and stages tuned over the Hopper space"),
+        Step("autotuned", (("autotune_configs_keys", {"space": "hopper"}),),
              "128x128x32 tiles at 4 warps leave wgmma and the copy pipeline half used: tune tiles, warps, stages"),
     ),
 }

@@ -4,7 +4,9 @@ A tile load whose address depends on every program-id axis the kernel uses is
 read by exactly one program: it gets eviction_policy="evict_first" (streamed
 once). A tile load whose address is independent of at least one of those axes is
 read again by every program along that axis: it gets "evict_last" (kept
-resident). A pointer assigned once and then only advanced by `+=`/`-=` of
+resident). An axis the kernel splits as `pid // n` and `pid % n` (tiles folded
+into it, as split_underfilled_grid does) counts as two axes: a load that reads
+only `pid // n` is shared by the programs of the `pid % n` tiles. A pointer assigned once and then only advanced by `+=`/`-=` of
 strides that read no tl.arange and no program id (`p_q += H * K` in a loop over
 tokens) is classified from its first value. A streamed load from an address the
 kernel also stores to (an in-place state update: the same pointer expression or
@@ -28,7 +30,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from patterns.rewriter.edits import WIDTH, PlannedCodemod, code, kwarg, names_in, pid_axes
+from patterns.rewriter.edits import WIDTH, PlannedCodemod, code, kwarg, names_in, pid_axes, pid_call
 
 # each program streams its own rows: nothing is shared between programs
 _ELEMENTWISE = '''
@@ -208,9 +210,14 @@ class CacheEvictionHints(PlannedCodemod):
     def plan(self, module: cst.Module) -> None:
         k, body = self.kernel, self.body
         self.lines = module.code.splitlines()
-        axes = {a for a in pid_axes(body) if a >= 0}
-        if not axes:
+        ids = {a for a in pid_axes(body) if a >= 0}
+        if not ids:
             self.refuse(f"{k.name} reads no program_id: every load is shared by the whole grid")
+        # an axis split as `pid // n` and `pid % n` (tiles folded into it) counts as two: a load that reads
+        # only the high part is shared by the programs that differ in the low part
+        self.folded = {pid_call(n.left)[0] for n in m.findall(self.fn, m.BinaryOperation(operator=m.FloorDivide() | m.Modulo()))
+                       if pid_call(n.left)}  # type: ignore[attr-defined, index]
+        axes = set().union(*(self._parts(a) for a in ids))
         self.advanced = self._advanced()
         loaded = set(k.loaded)
         loads = [c for c in body.calls("tl.load") if c.args and c.args[0].keyword is None]
@@ -249,7 +256,7 @@ class CacheEvictionHints(PlannedCodemod):
             self.refuse(f"{k.name} has no tile load to classify{why}")
         if not shared:
             self.refuse(f"no tile load of {k.name} is shared between programs (each depends on program_id "
-                        f"{', '.join(map(str, sorted(axes)))}): there is nothing for evict_last to protect")
+                        f"{', '.join(map(str, sorted(ids)))}): there is nothing for evict_last to protect")
         if not streamed and in_place:
             self.refuse(f"the only tile loads of {k.name} not shared between programs are written back in place "
                         f"({', '.join(in_place)}): with nothing to mark evict_first, marking the shared ones evict_last "
@@ -300,20 +307,31 @@ class CacheEvictionHints(PlannedCodemod):
                     stack.extend(names_in(b.value))
         return seen
 
-    def _pid_axes(self, node: cst.BaseExpression) -> set[int]:
-        """program_id axes an address depends on; `o % C` of a vector offset wraps into a window every program shares."""
-        out: set[int] = set()
+    def _parts(self, axis: int) -> set[tuple[int, str]]:
+        """A program axis as the parts an address can depend on: high and low where it is folded."""
+        return {(axis, "//"), (axis, "%")} if axis in self.folded else {(axis, "")}
+
+    def _pid_axes(self, node: cst.BaseExpression) -> set[tuple[int, str]]:
+        """program_id axes (parts, `_parts`) an address depends on; `o % C` of a vector offset wraps into a window
+        every program shares."""
+        out: set[tuple[int, str]] = set()
         stack = [self.body.expand(node)]
         while stack:
             n = stack.pop()
             if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) and self.body.aranges(n.left):
                 continue
+            if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.FloorDivide, cst.Modulo)) and pid_call(n.left):
+                axis = pid_call(n.left)[0]  # type: ignore[index]
+                part = "//" if isinstance(n.operator, cst.FloorDivide) else "%"
+                out |= {(axis, part)} if axis in self.folded else self._parts(axis)
+                continue
             if m.matches(n, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")))):
                 axis = n.args[0].value if n.args else None  # type: ignore[attr-defined]
-                out.add(int(axis.value) if isinstance(axis, cst.Integer) else 0)
+                out |= self._parts(int(axis.value) if isinstance(axis, cst.Integer) else 0)
                 continue
             if isinstance(n, cst.Name):
-                out |= set(self.kernel.pid_deps.get(n.value, []))
+                for a in self.kernel.pid_deps.get(n.value, []):
+                    out |= self._parts(a)
             elif isinstance(n, cst.Attribute):
                 stack.append(n.value)
                 continue
