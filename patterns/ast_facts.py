@@ -305,6 +305,11 @@ class _Scope:
     loaded: set[str] = field(default_factory=set)
 
 
+# `tl.program_id(a) % n` (tiles folded into axis a as its fastest part, `pid // n` the rest) counts as
+# axis a + FOLDED_AXIS: a load that reads only `pid // n` is shared by the programs of those tiles
+FOLDED_AXIS = 3
+
+
 @dataclass
 class _Reach:
     """What an expression mentions, read in one walk and kept per node (an assignment's value is read three times).
@@ -653,6 +658,12 @@ class _Extractor:
         while stack:
             n, in_pid = stack.pop()
             t = type(n)
+            if t is ast.BinOp and type(n.op) is ast.Mod and not in_pid:
+                axis = self._pid_axis(n.left)
+                if axis is not None:  # `tl.program_id(a) % n`: tiles folded into axis a, its fast part
+                    r.pid_axes.add(axis + FOLDED_AXIS)
+                    stack.append((n.right, in_pid))
+                    continue
             if t is ast.Attribute:  # `tl.float32` depends on tl; the attribute name is met by the full walks only
                 all_names.add(n.attr)
                 if not in_pid:
@@ -680,6 +691,17 @@ class _Extractor:
             stack.extend((c, in_pid) for c in _children(n))
         self._reach[key] = r
         return r
+
+    def _pid_axis(self, node: ast.AST) -> int | None:
+        """The axis of `tl.program_id(a)` or `tl.program_id(a).to(...)`, else None."""
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "to":
+            node = node.func.value
+        if type(node) is ast.Call and self._qualify(dotted(node.func)) == "tl.program_id":
+            args = _call_args(node)
+            axis = args[0].value if args else None
+            if type(axis) is ast.Constant and type(axis.value) is int:
+                return axis.value
+        return None
 
     def _pid_deps(self, node: ast.AST, scope: _Scope) -> set[int]:
         """program_id axes an expression depends on, through earlier assignments."""

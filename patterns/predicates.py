@@ -141,11 +141,17 @@ def calls(
     in_loop: bool | None = None,
     independent_of_pid_axis: int | None = None,
     depends_on_pid_axis: int | None = None,
+    shared_between_programs: bool | None = None,
     min_count: int = 1,
 ) -> Verdict:
-    """Kernel calls one of `name` (e.g. tl.atomic_add), optionally with a keyword and value, inside or outside a loop."""
+    """Kernel calls one of `name` (e.g. tl.atomic_add), optionally with a keyword and value, inside or outside a loop.
+
+    `shared_between_programs`: the arguments miss at least one of the program axes the kernel reads (the
+    fast part of a folded axis counts as its own), so programs along it read the same data."""
     hits = []
-    for c in _kernel(s).calls:
+    k = _kernel(s)
+    axes = set().union(*k.pid_deps.values(), *(c.pid_axes for c in k.calls))
+    for c in k.calls:
         if c.name not in name:
             continue
         if kwarg is not None:
@@ -161,6 +167,8 @@ def calls(
             continue
         if depends_on_pid_axis is not None and depends_on_pid_axis not in c.pid_axes:
             continue
+        if shared_between_programs is not None and (not axes <= set(c.pid_axes)) != shared_between_programs:
+            continue
         hits.append(c)
     desc = "/".join(name)
     if kwarg:
@@ -169,6 +177,8 @@ def calls(
         desc += " in a loop" if in_loop else " outside loops"
     if independent_of_pid_axis is not None:
         desc += f" independent of program_id({independent_of_pid_axis})"
+    if shared_between_programs is not None:
+        desc += " shared between programs" if shared_between_programs else " read by one program"
     return _hit(hits, desc, min_count)
 
 
