@@ -23,7 +23,7 @@ ORDER = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
 TITLES = {
     "kda_decode": "KDA decode (reference case 3)",
     "cp_state_merge": "Context-parallel state merge, tf32x3 (reference case 1)",
-    "decode_attention": "Decode attention, split-KV",
+    "decode_attention": "Decode attention, split-KV and GQA head grouping",
     "matmul": "GEMM, bf16",
 }
 UPSTREAM = {"kda_decode": "FLA default", "matmul": "torch.matmul"}

@@ -29,7 +29,7 @@ def kda_decode_fwd_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
 ):
-    i_nh, i_v = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    i_nh, i_v = tl.program_id(0).to(tl.int64) // tl.cdiv(V, BV), tl.program_id(0).to(tl.int64) % tl.cdiv(V, BV)
     i_n, i_hv = i_nh // HV, i_nh % HV
     i_h = i_hv // (HV // H)
 
@@ -120,7 +120,7 @@ def kda_decode(
     # a warp per 2048 fp32 state elements (64 registers a thread), at most 4: more warps
     # split the reductions over K across warps, through shared memory
     num_warps = min(4, max(1, BK * BV // 2048))
-    grid = (B * HV, triton.cdiv(V, BV))
+    grid = (B * HV * triton.cdiv(V, BV),)
     kda_decode_fwd_kernel[grid](
         q, k, v, g, beta, A_log, dt_bias, o, state, scale, T,
         H=H, HV=HV, K=K, V=V, BK=BK, BV=BV,

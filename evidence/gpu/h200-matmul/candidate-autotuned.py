@@ -40,18 +40,10 @@ def matmul_fwd_kernel(
     BM: tl.constexpr,
     BN: tl.constexpr,
     BK: tl.constexpr,
-    GROUP_M: tl.constexpr,
 ):
     i_mn = tl.program_id(0).to(tl.int64)
-    num_pid_m = tl.cdiv(M, BM)
     NN = tl.cdiv(N, BN)
-    num_pid_in_group = GROUP_M * NN
-    group_id = i_mn // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    # the last group is short when num_pid_m is not a multiple of GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    i_m = first_pid_m + ((i_mn % num_pid_in_group) % group_size_m)
-    i_n = (i_mn % num_pid_in_group) // group_size_m
+    i_m, i_n = i_mn // NN, i_mn % NN
 
     o_m = i_m * BM + tl.arange(0, BM)
     o_n = i_n * BN + tl.arange(0, BN)
@@ -85,6 +77,5 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     matmul_fwd_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        GROUP_M=8,
     )
     return c
