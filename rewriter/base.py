@@ -114,6 +114,11 @@ def pick_kernel(facts: FileFacts, path: str, kernel: str | None, entry: Entry) -
         return fits[0]
     if len(facts.kernels) == 1:
         return facts.kernels[0]
+    if not fits:
+        # nothing left to rewrite: the kernel that already has the pattern is reported as such by apply()
+        applied = [k for k in facts.kernels if evaluate(entry.pattern.present_when, Subject(facts, k)).ok]
+        if len(applied) == 1:
+            return applied[0]
     names = ", ".join(k.name for k in (fits or facts.kernels))
     raise RewriteError(f"{path}: several kernels could take {entry.id} ({names}): choose one with --kernel")
 

@@ -100,7 +100,8 @@ def test_the_hypothesis_carries_the_estimate_numbers(home: Path, tmp_path: Path)
     # the analysis behind it, one per shape of the op's GPU grid, is kept in the plan
     assert [a["shape"] for a in plan["analysis"]] == [dict(s) for s in agent.spec.gpu_shapes]
     assert "occupancy-bound" in plan["analysis"][0]["others"] + [plan["analysis"][0]["bottleneck"]["cls"]]
-    assert plan["planned"][0]["pattern_id"] == "split_kv_lse_merge"
+    # the under-filled grid at small batch and the GQA re-reads at large batch rank first
+    assert {p["pattern_id"] for p in plan["planned"][:2]} == {"split_kv_lse_merge", "gqa_head_grouping"}
     assert "online_softmax" in plan["already_applied"]  # applied patterns are never planned
     assert all(p["pattern_id"] not in plan["already_applied"] for p in plan["planned"])
 

@@ -70,3 +70,8 @@ def test_split_kv_then_grouping_edits_the_launcher_and_leaves_the_merge() -> Non
     assert "tl.store(lse_part + o_bhs, b_m + tl.log(b_l), mask=m_g)" in fwd
     with pytest.raises(AlreadyApplied):
         apply("gqa_head_grouping", grouped, "baseline.py", kernel="decode_attention_fwd_kernel")
+    # without --kernel too: no kernel of the file takes the pattern, and the one that has it says so
+    with pytest.raises(AlreadyApplied):
+        apply("gqa_head_grouping", grouped, "baseline.py")
+    with pytest.raises(AlreadyApplied):
+        apply("split_kv_lse_merge", SPLIT, "baseline.py")
