@@ -150,7 +150,7 @@ def calls(
     fast part of a folded axis counts as its own), so programs along it read the same data."""
     hits = []
     k = _kernel(s)
-    axes = set().union(*k.pid_deps.values(), *(c.pid_axes for c in k.calls))
+    axes = set().union(*k.pid_deps.values(), *(c.pid_axes for c in k.calls)) if shared_between_programs is not None else set()
     for c in k.calls:
         if c.name not in name:
             continue

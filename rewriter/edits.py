@@ -282,8 +282,9 @@ class Body:
             return bs[0].value
         return None
 
-    def expand(self, node: cst.BaseExpression, depth: int = 8) -> cst.BaseExpression:
-        """The expression with singly-assigned names replaced by their values (for reading, not writing)."""
+    def expand(self, node: cst.BaseExpression, depth: int = 8, also: dict[str, cst.BaseExpression] | None = None) -> cst.BaseExpression:
+        """The expression with singly-assigned names replaced by their values (for reading, not writing);
+        `also` gives values for other names (a pointer's first value before the loop advances it)."""
         if depth == 0:
             return node
         body = self
@@ -303,9 +304,11 @@ class Body:
 
             def leave_Name(self, o: cst.Name, u: cst.Name) -> cst.BaseExpression:
                 v = body.single(o.value)
+                if v is None and also:
+                    v = also.get(o.value)
                 if v is None:
                     return u
-                inner = body.expand(v, depth - 1)
+                inner = body.expand(v, depth - 1, also)
                 return inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if not inner.lpar else inner
 
         return node.visit(Sub())  # type: ignore[return-value]

@@ -6,9 +6,10 @@ once). A tile load whose address is independent of at least one of those axes is
 read again by every program along that axis: it gets "evict_last" (kept
 resident). An axis the kernel splits as `pid // n` and `pid % n` (tiles folded
 into it, as split_underfilled_grid does) counts as two axes: a load that reads
-only `pid // n` is shared by the programs of the `pid % n` tiles. A pointer assigned once and then only advanced by `+=`/`-=` of
-strides that read no tl.arange and no program id (`p_q += H * K` in a loop over
-tokens) is classified from its first value. A streamed load from an address the
+only `pid // n` is shared by the programs of the `pid % n` tiles. A pointer
+assigned once and then only advanced by `+=`/`-=` of strides that read no
+tl.arange and no program id (`p_q += H * K` in a loop over tokens) is
+classified from its first value. A streamed load from an address the
 kernel also stores to (an in-place state update: the same pointer expression or
 name in a tl.store) is left unhinted. Loads of one scalar, loads through indices
 read from memory (reuse depends on the data), loads the same program repeats at
@@ -30,6 +31,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from patterns.ast_facts import FOLDED_AXIS
 from patterns.rewriter.edits import WIDTH, PlannedCodemod, code, kwarg, names_in, pid_axes, pid_call
 
 # each program streams its own rows: nothing is shared between programs
@@ -176,24 +178,6 @@ def decay_recurrent_(q, v, h):
 '''
 
 
-class _FirstValues(cst.CSTTransformer):
-    """Reads each advanced pointer as its first value (attribute names and keywords are not variables)."""
-
-    def __init__(self, first: dict[str, cst.BaseExpression]) -> None:
-        super().__init__()
-        self.first = first
-
-    def leave_Attribute(self, o: cst.Attribute, u: cst.Attribute) -> cst.Attribute:
-        return u.with_changes(attr=o.attr)
-
-    def leave_Arg(self, o: cst.Arg, u: cst.Arg) -> cst.Arg:
-        return u.with_changes(keyword=o.keyword)
-
-    def leave_Name(self, o: cst.Name, u: cst.Name) -> cst.BaseExpression:
-        v = self.first.get(o.value)
-        return u if v is None else v.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
 class CacheEvictionHints(PlannedCodemod):
     PATTERN = "cache_eviction_hints"
     DESCRIPTION = "eviction_policy evict_first on streamed tile loads, evict_last on loads shared across programs"
@@ -213,11 +197,10 @@ class CacheEvictionHints(PlannedCodemod):
         ids = {a for a in pid_axes(body) if a >= 0}
         if not ids:
             self.refuse(f"{k.name} reads no program_id: every load is shared by the whole grid")
-        # an axis split as `pid // n` and `pid % n` (tiles folded into it) counts as two: a load that reads
-        # only the high part is shared by the programs that differ in the low part
-        self.folded = {pid_call(n.left)[0] for n in m.findall(self.fn, m.BinaryOperation(operator=m.FloorDivide() | m.Modulo()))
-                       if pid_call(n.left)}  # type: ignore[attr-defined, index]
-        axes = set().union(*(self._parts(a) for a in ids))
+        # tiles folded into an axis (`pid % n`) count as an axis of their own, as in the kernel facts: a load
+        # that reads only `pid // n` is shared by the programs of those tiles
+        axes = self.axes = ids | {pid_call(n.left)[0] + FOLDED_AXIS for n in m.findall(self.fn, m.BinaryOperation(operator=m.Modulo()))
+                                  if pid_call(n.left)}  # type: ignore[attr-defined, index]
         self.advanced = self._advanced()
         loaded = set(k.loaded)
         loads = [c for c in body.calls("tl.load") if c.args and c.args[0].keyword is None]
@@ -282,14 +265,9 @@ class CacheEvictionHints(PlannedCodemod):
             out[name] = first.value
         return out
 
-    def _first(self, node: cst.BaseExpression, depth: int = 8) -> cst.BaseExpression:
+    def _first(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """The expression expanded through single assignments and advanced pointers' first values."""
-        node = self.body.expand(node)
-        for _ in range(depth):
-            if not names_in(node) & self.advanced.keys():
-                break
-            node = self.body.expand(node.visit(_FirstValues(self.advanced)))  # type: ignore[arg-type]
-        return node
+        return self.body.expand(node, also=self.advanced)
 
     def _address(self, node: cst.BaseExpression) -> str:
         """An address as text, through single assignments, spacing ignored: the same name or expression compare equal."""
@@ -307,31 +285,26 @@ class CacheEvictionHints(PlannedCodemod):
                     stack.extend(names_in(b.value))
         return seen
 
-    def _parts(self, axis: int) -> set[tuple[int, str]]:
-        """A program axis as the parts an address can depend on: high and low where it is folded."""
-        return {(axis, "//"), (axis, "%")} if axis in self.folded else {(axis, "")}
-
-    def _pid_axes(self, node: cst.BaseExpression) -> set[tuple[int, str]]:
-        """program_id axes (parts, `_parts`) an address depends on; `o % C` of a vector offset wraps into a window
-        every program shares."""
-        out: set[tuple[int, str]] = set()
+    def _pid_axes(self, node: cst.BaseExpression) -> set[int]:
+        """program_id axes an address depends on (the facts' numbering: `pid % n` is axis + FOLDED_AXIS); `o % C`
+        of a vector offset wraps into a window every program shares."""
+        out: set[int] = set()
         stack = [self.body.expand(node)]
         while stack:
             n = stack.pop()
             if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) and self.body.aranges(n.left):
                 continue
-            if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.FloorDivide, cst.Modulo)) and pid_call(n.left):
+            if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) and pid_call(n.left):
+                # read through names, `i_nh % HV` is `pid % HV` too: a part of its own only where the kernel folds
                 axis = pid_call(n.left)[0]  # type: ignore[index]
-                part = "//" if isinstance(n.operator, cst.FloorDivide) else "%"
-                out |= {(axis, part)} if axis in self.folded else self._parts(axis)
+                out.add(axis + FOLDED_AXIS if axis + FOLDED_AXIS in self.axes else axis)
                 continue
             if m.matches(n, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")))):
                 axis = n.args[0].value if n.args else None  # type: ignore[attr-defined]
-                out |= self._parts(int(axis.value) if isinstance(axis, cst.Integer) else 0)
+                out.add(int(axis.value) if isinstance(axis, cst.Integer) else 0)
                 continue
             if isinstance(n, cst.Name):
-                for a in self.kernel.pid_deps.get(n.value, []):
-                    out |= self._parts(a)
+                out |= set(self.kernel.pid_deps.get(n.value, []))
             elif isinstance(n, cst.Attribute):
                 stack.append(n.value)
                 continue
