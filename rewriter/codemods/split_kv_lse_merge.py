@@ -38,7 +38,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import append_pid, code, factor, pid_call
+from patterns.rewriter.edits import append_pid, code, factor, kwarg, pid_call
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_kv_lse_merge"
 NEW_KERNEL_NAMES = ("i_s", "split_len", "start", "end", "o_part", "NUM_SPLITS")
@@ -98,11 +98,6 @@ def _unwrap(node: cst.CSTNode) -> cst.CSTNode:
 
 def _comma() -> cst.Comma:
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-
-
-def _kwarg(name: str, value: str, comma=cst.MaybeSentinel.DEFAULT) -> cst.Arg:
-    return cst.Arg(cst.parse_expression(value), keyword=cst.Name(name), comma=comma,
-                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
 
 
 _WRITES_LSE = '''
@@ -773,7 +768,7 @@ class SplitKvLseMerge(KernelCodemod):
             key = a.keyword.value if a.keyword else None
             if i == self.out_index[0]:
                 if key:
-                    args += [_kwarg("o_part", "o_part", _comma()), _kwarg(self.lse, self.lse, a.comma)]
+                    args += [kwarg("o_part", "o_part").with_changes(comma=_comma()), kwarg(self.lse, self.lse).with_changes(comma=a.comma)]
                 else:
                     args += [a.with_changes(value=cst.Name("o_part"), comma=_comma()), a.with_changes(value=cst.Name(self.lse))]
             elif i in self.out_index:  # written by the merge only
@@ -786,9 +781,9 @@ class SplitKvLseMerge(KernelCodemod):
         if at == len(args):
             last = args[-1]
             args[-1] = last.with_changes(comma=_comma(), whitespace_after_arg=cst.SimpleWhitespace(""))
-            args.append(_kwarg("NUM_SPLITS", "num_splits", last.comma).with_changes(whitespace_after_arg=last.whitespace_after_arg))
+            args.append(kwarg("NUM_SPLITS", "num_splits").with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg))
         else:
-            args.insert(at, _kwarg("NUM_SPLITS", "num_splits", _comma()))
+            args.insert(at, kwarg("NUM_SPLITS", "num_splits").with_changes(comma=_comma()))
         return u.with_changes(args=args)
 
     # -- module: the merge kernel after the kernel, _num_sms before the launcher ----------

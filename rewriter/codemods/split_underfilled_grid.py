@@ -32,7 +32,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import code, factor, fold_pid, pid_call
+from patterns.rewriter.edits import code, factor, fold_pid, kwarg, pid_call
 
 BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
 V_NAMES = ("V", "DV")  # kernels that cover V whole: o_v = tl.arange(0, V)
@@ -70,11 +70,6 @@ def _host_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.CSTNode, cs
                         if isinstance(el.value, cst.Name):
                             out.setdefault(el.value.value, []).append((stmt, val.elements[i].value if same else val))  # type: ignore[union-attr]
     return out
-
-
-def _kwarg(name: str, value: str, comma: cst.Comma | None = None) -> cst.Arg:
-    return cst.Arg(cst.parse_expression(value), keyword=cst.Name(name), comma=comma or cst.MaybeSentinel.DEFAULT,
-                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
 
 
 _OUTPUT_NORM = '''
@@ -328,14 +323,14 @@ class SplitUnderfilledGrid(KernelCodemod):
                 if axis is None or axis_of_v is None or axis == axis_of_v or not two_d:
                     self.refuse(f"line {c.line}: {c.name} over the V tile: V columns are not independent, the split would need a merge")
         self.edits[offset] = lambda u, b=self.block: cst.parse_expression(f"{TILE} * {b} + tl.arange(0, {b})")
-        # the V extent as the kernel knows it: the whole-V constexpr, or the bound of the tile's mask
+        # the V extent as the kernel knows it (the launcher passes it): the whole-V constexpr, or the bound of the tile's mask
         if self.kernel_v is not None:
-            kernel_v = self.kernel_v
+            self.v_param = self.kernel_v
         else:
             mask = m.findall(fn, m.Comparison(left=m.Name(self.ov), comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name())]))
             if not mask:
                 self.refuse(f"cannot tell the V extent in {k.name}: mask the tile with `{self.ov} < V`")
-            kernel_v = mask[0].comparisons[0].comparator.value  # type: ignore[attr-defined]
+            self.v_param = mask[0].comparisons[0].comparator.value  # type: ignore[attr-defined]
         # the tile index: folded into program axis 0 as its fastest-varying part
         pid_stmt = None
         for stmt in fn.body.body:
@@ -347,7 +342,7 @@ class SplitUnderfilledGrid(KernelCodemod):
                     break
         if pid_stmt is None:
             self.refuse(f"{k.name} has no `... = tl.program_id(0)` statement to fold the tile index into")
-        self.edits[pid_stmt] = lambda u, n=f"tl.cdiv({kernel_v}, {self.block})": fold_pid(u, 0, n, TILE)
+        self.edits[pid_stmt] = lambda u, n=f"tl.cdiv({self.v_param}, {self.block})": fold_pid(u, 0, n, TILE)
         if self.kernel_v is not None:
             pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
             sep = _param_separator(fn, self.module_code, pos, "BV: tl.constexpr")
@@ -389,11 +384,7 @@ class SplitUnderfilledGrid(KernelCodemod):
             return arg
 
         # the V extent on the host
-        if self.kernel_v is not None:
-            v_arg = passed(self.kernel_v)
-        else:
-            mask = m.findall(self.fn, m.Comparison(left=m.Name(self.ov), comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name())]))
-            v_arg = passed(mask[0].comparisons[0].comparator.value) if mask else None  # type: ignore[attr-defined]
+        v_arg = passed(self.v_param)
         bv_arg = passed(self.block) if self.kernel_v is None else None
         if self.kernel_v is None and bv_arg is None:
             self.refuse(f"the launch on line {line} does not pass {self.block}")
@@ -449,9 +440,9 @@ class SplitUnderfilledGrid(KernelCodemod):
             if at == len(args):
                 comma = args[-1].comma
                 args[-1] = args[-1].with_changes(comma=space)
-                args.append(_kwarg(name, name, comma if isinstance(comma, cst.Comma) else None))
+                args.append(kwarg(name, name).with_changes(comma=comma))
             else:
-                args.insert(at, _kwarg(name, name, space))
+                args.insert(at, kwarg(name, name).with_changes(comma=space))
             return u.with_changes(args=args)
 
         self.edits[call] = edit
