@@ -89,6 +89,13 @@ class AgentConfig:
     profile: Path | None = None
     fresh: bool = False
 
+    @property
+    def sm(self) -> int:
+        """Compute capability x10 of the GPU the plan is for (0: not NVIDIA), for rewrite parameter defaults."""
+        from patterns.hardware import gpu
+
+        return gpu(self.arch).cuda_sm
+
 
 @dataclass
 class RunResult:
@@ -212,12 +219,10 @@ def _dtypes(spec) -> tuple[str, dict[str, str]]:
 
 def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The ranked attempts and a hypothesis for each, from the retriever at every GPU shape of the op."""
-    from patterns.hardware import gpu
     from patterns.library import get
     from patterns.retriever.profile import ProfileError
     from patterns.retriever.retrieve import suggest
 
-    sm = gpu(cfg.arch).cuda_sm
     dtype, overrides = _dtypes(spec)
     shapes = [dict(s) for s in (spec.gpu_shapes or spec.shapes)]
     profile, profile_note = cfg.profile, ""
@@ -261,7 +266,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
             by_hand.append(s.pattern_id)
             continue
         kernel = "" if s.kernel.startswith("<") else s.kernel
-        planned.append({"pattern_id": s.pattern_id, "params": defaults(entry, sm) if origin == "rewrite" else {}, "origin": origin, "kernel": kernel, "score": score})
+        planned.append({"pattern_id": s.pattern_id, "params": defaults(entry, cfg.sm) if origin == "rewrite" else {}, "origin": origin, "kernel": kernel, "score": score})
         hyp = hypothesize(entry.pattern, seen[s.pattern_id], len(shapes), spec.acceptance.allowing_cost(entry.pattern.max_cost).min_speedup)
         if llm_cfg is not None:
             from patterns.agent.llm import LLMRejected, ask_hypothesis
@@ -304,7 +309,7 @@ class Agent:
                  ask: Callable[[ReviewItem], str] | None = None, say: Callable[[str], None] = lambda _: None,
                  stage: Callable[[str], None] = lambda _: None, advance: Callable[[int, int], None] = lambda done, total: None):
         from patterns.agent.llm import load_config
-        from patterns.hardware import UnknownGPU, gpu
+        from patterns.hardware import UnknownGPU
 
         self.cfg = cfg
         self.home = Path(home) if home is not None else agent_home()
@@ -314,7 +319,7 @@ class Agent:
         self.spec, self.launcher, self.grid = _gate_spec(cfg.op, cfg.target, cfg.shapes)
         self.llm = load_config()
         try:
-            self.sm = gpu(cfg.arch).cuda_sm
+            cfg.sm  # an unknown --arch fails here, in one line
         except UnknownGPU as exc:
             raise AgentError(str(exc)) from None
         if cfg.profile is not None and not cfg.profile.is_file():
@@ -383,7 +388,7 @@ class Agent:
             undone: list[str] = []
             if attempt.outcome == "failed" and attempt.layer == "performance" and attempt.candidate and Path(attempt.candidate).exists():
                 undone = undone_patterns(Path(attempt.candidate).read_text(encoding="utf-8"), str(self.cfg.target), plan["already_applied"], entries)
-            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone, self.sm)
+            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone, self.cfg.sm)
             if not replayed:
                 attempt = attempt.model_copy(update={"action": action.value})
                 journal.append("attempt", attempt.model_dump(mode="json"))

@@ -6,8 +6,9 @@ tl.program_id(0) % tl.cdiv(V, BV)`, so the tiles of one head run side by side
 (they share the head's inputs in L2 and read adjacent sectors of each state
 row: on an H200 this order was 1-4% faster than a separate last axis for KDA
 decode at batch 1-512), axis 0 keeps its 2^31 limit and no other axis changes;
-the V offset `o_v = tl.arange(0, BV)` becomes `i_v * BV + tl.arange(0, BV)`. A kernel that covers V with `tl.arange(0, V)`
-gains a `BV: tl.constexpr` parameter for the tile. Launcher: a generated block
+the V offset `o_v = tl.arange(0, BV)` becomes `i_v * BV + tl.arange(0, BV)`.
+A kernel that covers V with `tl.arange(0, V)` gains a `BV: tl.constexpr`
+parameter for the tile. Launcher: a generated block
 (template launcher.py.j2) caps BV at `max_bv` and halves it while the grid's
 programs times cdiv(V, BV) are fewer than `programs_per_sm` times the SM count,
 down to `min_bv` (or fixes BV at `block`); the grid's axis 0 is multiplied by `triton.cdiv(V, BV)`, and
