@@ -15,9 +15,9 @@ from pathlib import Path
 
 from patterns.distill.sources import cache_dir
 
-from patterns.files import write_atomic
+from patterns.core.files import write_atomic
 
-_EXTRACTOR_MODULES = ("patterns.facts", "patterns.ast_facts", "patterns.distill.pyfacts", "patterns.distill.native")
+_EXTRACTOR_MODULES = ("patterns.core.facts", "patterns.core.ast_facts", "patterns.distill.pyfacts", "patterns.distill.native")
 
 
 @lru_cache(maxsize=1)
@@ -91,7 +91,7 @@ def analysis_key(entries) -> str:
     h = hashlib.sha256(extractor_key().encode())
     for e in entries:
         h.update(json.dumps([e.id, e.pattern.present_when.to_yaml()], sort_keys=True, default=str).encode())
-    for name in ("patterns.predicates", "patterns.distill.link", "patterns.distill.detect", "patterns.distill.discover", "patterns.distill.run"):
+    for name in ("patterns.core.predicates", "patterns.distill.link", "patterns.distill.detect", "patterns.distill.discover", "patterns.distill.run"):
         h.update(Path(importlib.import_module(name).__file__).read_bytes())
     return h.hexdigest()[:16]
 

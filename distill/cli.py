@@ -50,7 +50,7 @@ def distill_command(
     from patterns.distill import merge
     from patterns.distill.cache import FactsCache
     from patterns.distill.run import DraftOut, distill, read_excerpt, write_drafts
-    from patterns.library import load_library
+    from patterns.core.library import load_library
 
     if format not in ("table", "json"):
         raise DistillError(f"--format: expected table or json, got '{format}'")

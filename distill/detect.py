@@ -1,6 +1,6 @@
 """Detection as data: every library pattern's `present_when`, run over all upstream facts.
 
-Subjects are what patterns.library.present() evaluates -- each kernel of a
+Subjects are what patterns.core.library.present() evaluates -- each kernel of a
 Python file, and the file itself -- plus, for native files, each C++/CUDA
 function alone (so a hit names the function) and then the whole file. A hit
 becomes an UpstreamLocation: project, version, path, symbol and the lines the
@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from patterns.distill.scan import FileRecord
-from patterns.library import Entry
-from patterns.predicates import Subject, evaluate
-from patterns.types import FileFacts, NativeFileFacts, UpstreamLocation, Verdict
+from patterns.core.library import Entry
+from patterns.core.predicates import Subject, evaluate
+from patterns.core.types import FileFacts, NativeFileFacts, UpstreamLocation, Verdict
 
 KNOWN_PROJECTS = ("sglang", "fla", "deepgemm")
 

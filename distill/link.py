@@ -1,7 +1,7 @@
 """Cross-file facts for one project: what a single-file extractor cannot see.
 
 * a @triton.jit helper imported from another module (`from fla.ops.utils.op import exp`)
-  has its calls inlined at the call site, tagged `via`, as patterns.facts does
+  has its calls inlined at the call site, tagged `via`, as patterns.core.facts does
   for helpers of the same file;
 * a module-level alias (`gather = tl.gather`, `make_tensor_descriptor =
   triton.language.make_tensor_descriptor`) is resolved to the Triton name;
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from patterns.distill.scan import FileRecord
-from patterns.types import CallSite, KernelFacts
+from patterns.core.types import CallSite, KernelFacts
 
 _DESC_PARAM = re.compile(r"(?i)(^|_)(desc|descriptor|tma|tensor_map)(_|$)|_desc$|^desc")
 _DESC_METHODS = ("load", "store", "gather", "scatter", "atomic_add", "atomic_max", "atomic_min")

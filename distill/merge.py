@@ -17,9 +17,9 @@ import yaml
 from patterns.distill.detect import Detections, representative
 from patterns.distill.errors import DistillError
 
-from patterns.files import write_atomic
-from patterns.library import Entry
-from patterns.types import Measurement, Pattern, UpstreamLocation
+from patterns.core.files import write_atomic
+from patterns.core.library import Entry
+from patterns.core.types import Measurement, Pattern, UpstreamLocation
 
 DISTILL_NOTE = "found by distill"
 

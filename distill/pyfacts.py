@@ -1,7 +1,7 @@
 """Python/Triton facts for upstream files, at the scale of a whole wheel.
 
 Upstream modules are mostly host code, and the foundation's extractor
-(patterns.ast_facts) records far more per node than host code needs. So each
+(patterns.core.ast_facts) records far more per node than host code needs. So each
 file is parsed once and split:
 
 * the kernel part -- imports, module-level assignments and blocks (constants,
@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
-from patterns import ast_facts
-from patterns.facts import _MODULE_ALIASES, FactsError
-from patterns.types import CallSite, FileFacts, LaunchFacts
+from patterns.core import ast_facts
+from patterns.core.facts import _MODULE_ALIASES, FactsError
+from patterns.core.types import CallSite, FileFacts, LaunchFacts
 
 # decorators that make (or wrap) a Triton kernel; the extractor decides the rest
 _KERNEL_DECORATOR = re.compile(r"(^|\.)(\w*jit|\w*autotune|\w*heuristics|kernel|constexpr_function)$")
@@ -229,7 +229,7 @@ _HOST_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom
 
 
 class _HostReader(ast.NodeVisitor):
-    """Host-function facts from the stdlib AST, field for field as patterns.facts records them."""
+    """Host-function facts from the stdlib AST, field for field as patterns.core.facts records them."""
 
     def __init__(self, source: str, aliases: dict[str, str]):
         self.lines = source.split("\n")
@@ -250,7 +250,7 @@ class _HostReader(ast.NodeVisitor):
         a, b = node.lineno, node.end_lineno or node.lineno
         if a == b:
             return self.lines[a - 1][node.col_offset:node.end_col_offset].strip()
-        # continuation lines lose the enclosing block's indentation, as patterns.ast_facts prints them
+        # continuation lines lose the enclosing block's indentation, as patterns.core.ast_facts prints them
         pad = " " * self._indent
 
         def dedent(line: str) -> str:
@@ -389,7 +389,7 @@ class _HostReader(ast.NodeVisitor):
                 out.add(n.id)
                 out |= deps.get(n.id, set())
             elif isinstance(n, ast.Constant) and (n.value is None or n.value is True or n.value is False):
-                out.add(str(n.value))  # patterns.ast_facts counts None/True/False as names
+                out.add(str(n.value))  # patterns.core.ast_facts counts None/True/False as names
             elif isinstance(n, ast.Attribute):
                 stack.append(n.value)
                 continue

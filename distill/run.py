@@ -14,8 +14,8 @@ from patterns.distill.scan import ScanResult, Workers, finish, plan
 from patterns.distill.sources import Source, resolve
 from pydantic import BaseModel, Field
 
-from patterns.library import Entry
-from patterns.types import Draft
+from patterns.core.library import Entry
+from patterns.core.types import Draft
 
 
 class LocationOut(BaseModel):
@@ -190,7 +190,7 @@ def write_drafts(drafts: list[Draft], folder: Path) -> list[Path]:
     """drafts/<id>/pattern.yaml; prose already written there by a person or the LLM is kept."""
     import yaml
 
-    from patterns.files import write_atomic
+    from patterns.core.files import write_atomic
 
     out = []
     for d in drafts:

@@ -22,7 +22,7 @@ from patterns.distill.cache import FactsCache
 from patterns.distill.native import NATIVE_SUFFIXES
 from patterns.distill.pyfacts import SCOPE_TOKENS, PyRecord, module_name
 from patterns.distill.sources import MAX_FILE_BYTES, Source
-from patterns.types import NativeFileFacts
+from patterns.core.types import NativeFileFacts
 
 VENDORED = {"cutlass", "cute", "third_party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
 
@@ -63,7 +63,7 @@ def vendored(path: str) -> bool:
 
 def extract_record(kind: str, path: str, data: bytes, sha: str) -> str:
     """Worker: bytes -> FileRecord JSON. Never raises: bad input becomes a skipped record."""
-    from patterns.facts import FactsError
+    from patterns.core.facts import FactsError
 
     def skipped(reason: str) -> str:
         return FileRecord(path=path, sha256=sha, kind=kind, status="skipped", reason=reason).model_dump_json()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from patterns.distill.errors import DistillError
 
-from patterns.files import sha256_file
+from patterns.core.files import sha256_file
 
 # distribution name -> UpstreamLocation.project
 PROJECTS = {"fla-core": "fla", "flash-linear-attention": "fla", "sglang": "sglang", "sgl-deep-gemm": "deepgemm", "deep-gemm": "deepgemm"}

@@ -14,7 +14,7 @@ OPS = ("kda_decode", "cp_state_merge", "decode_attention", "rmsnorm_gate", "matm
 
 
 def load_spec(op: str):
-    """The op's `SPEC` (patterns.validation.spec.OpSpec)."""
+    """The op's `SPEC` (patterns.core.opspec.OpSpec)."""
     if op not in OPS:
         raise KeyError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
     return importlib.import_module(f"{__name__}.{op}.spec").SPEC

@@ -26,8 +26,8 @@ from typing import get_args
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from patterns.library import Entry
-from patterns.types import ArchCondition, BottleneckClass, Category, Measurement, Safety, ShapeCondition, UpstreamLocation
+from patterns.core.library import Entry
+from patterns.core.types import ArchCondition, BottleneckClass, Category, Measurement, Safety, ShapeCondition, UpstreamLocation
 
 TEMPLATES_DIR = Path(__file__).parent / "catalog_templates"
 MARKER = ".patterns-catalog"  # written into every catalog; only such a folder is ever replaced

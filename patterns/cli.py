@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from patterns.library import Entry, LibraryError, check_entry, get, load_library
-from patterns.types import BottleneckClass, Category, Safety, Status
+from patterns.core.library import Entry, LibraryError, check_entry, get, load_library
+from patterns.core.types import BottleneckClass, Category, Safety, Status
 
 app = typer.Typer(
     name="patterns",
@@ -251,7 +251,7 @@ def check_cmd(
     for e in entries:
         problems += check_entry(e)
     if run and not problems:
-        from patterns.examples import run_example
+        from patterns.core.examples import run_example
 
         for e in entries:
             if e.pattern.example.gpu_only:
@@ -338,7 +338,7 @@ def suggest_cmd(
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server (http://127.0.0.1:PORT) instead of the embedded index"),
 ) -> None:
     """Find the patterns that fit each kernel's bottleneck, with the evidence behind them."""
-    from patterns.hardware import gpu
+    from patterns.core.hardware import gpu
     from patterns.retriever.retrieve import suggest
 
     gpu(arch)  # unknown --arch fails before any work
@@ -499,13 +499,13 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (LibraryError, UsageError, Disti
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from patterns.facts import FactsError
+    from patterns.core.facts import FactsError
     from patterns.retriever.embedding import EmbeddingError
     from patterns.retriever.index import IndexError_
     from patterns.retriever.profile import ProfileError
     from patterns.retriever.retrieve import RetrieveError
 
-    from patterns.hardware import UnknownGPU
+    from patterns.core.hardware import UnknownGPU
     from patterns.catalog import CatalogError
     from patterns.rewriter.base import RewriteError
     from patterns.serving.registry import RegistryError

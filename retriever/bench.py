@@ -32,7 +32,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from patterns.library import load_library
+from patterns.core.library import load_library
 
 SET = Path(__file__).resolve().parents[1] / "tests" / "retrieval_set"
 SOURCES = ["decode_attention_nosplit.py", "gemm_naive.py", "gemm_tuned.py", "rmsnorm_two_pass.py", "softmax_three_pass.py",

@@ -17,9 +17,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from patterns.hardware import GPU
-from patterns.predicates import Subject, evaluate
-from patterns.types import Bottleneck, BottleneckClass, Condition, FileFacts, KernelFacts
+from patterns.core.hardware import GPU
+from patterns.core.predicates import Subject, evaluate
+from patterns.core.types import Bottleneck, BottleneckClass, Condition, FileFacts, KernelFacts
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float8": 1, "fp8": 1, "int8": 1, "int32": 4, "int64": 8}
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8"}

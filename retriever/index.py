@@ -27,8 +27,8 @@ from operator import mul
 from pathlib import Path
 from urllib.parse import urlparse
 
-from patterns.facts import write_atomic
-from patterns.library import Entry
+from patterns.core.facts import write_atomic
+from patterns.core.library import Entry
 
 COLLECTION = "patterns"
 
@@ -149,8 +149,8 @@ def _unpack(text: str) -> array:
 
 def _derivation_code() -> str:
     """The code the snapshot's generality comes from: kernel facts of the examples, evaluated by the predicates."""
-    from patterns.facts import extractor_digest
-    from patterns.library import validation_code
+    from patterns.core.facts import extractor_digest
+    from patterns.core.library import validation_code
 
     return hashlib.sha256(f"{validation_code()}\0{extractor_digest()}".encode()).hexdigest()[:32]
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from patterns.retriever.estimate import Analysis
-from patterns.types import Bottleneck, BottleneckClass, EvidenceBundle
+from patterns.core.types import Bottleneck, BottleneckClass, EvidenceBundle
 
 _STATIC = {BottleneckClass.numerics, BottleneckClass.host}
 

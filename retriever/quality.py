@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from patterns.library import Entry, load_library
+from patterns.core.library import Entry, load_library
 from patterns.retriever.retrieve import suggest
 
 DEFAULT_CASES = Path(__file__).resolve().parents[1] / "tests" / "retrieval_set" / "cases.yaml"
@@ -55,7 +55,7 @@ def load_cases(path: Path = DEFAULT_CASES, entries: list[Entry] | None = None) -
             dtype=raw.get("dtype", "bfloat16"), dtypes=raw.get("dtypes", {}), expected=raw.get("expected", []),
             applied=raw.get("applied", []), wrong=raw.get("wrong", []),
         ))
-    from patterns.facts import extract_file
+    from patterns.core.facts import extract_file
 
     for e in entries or []:
         ex = e.pattern.example

@@ -1,7 +1,7 @@
 """From a kernel file to ranked, explained suggestions.
 
 Order of decisions, each made here and nowhere else:
-1. facts of every kernel in the file (patterns.facts);
+1. facts of every kernel in the file (patterns.core.facts);
 2. its bottleneck: a profile when given, else the estimate (retriever.estimate);
 3. per pattern: `present_when` holds -> "already applied", never suggested;
 4. the applicability gates: arch, dtype, shape conditions, bottleneck class,
@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from patterns.facts import extract_file
-from patterns.hardware import GPU, gpu
-from patterns.library import Entry, load_library
-from patterns.predicates import PREDICATES, Subject, evaluate
+from patterns.core.facts import extract_file
+from patterns.core.hardware import GPU, gpu
+from patterns.core.library import Entry, load_library
+from patterns.core.predicates import PREDICATES, Subject, evaluate
 from patterns.retriever.estimate import DTYPE_ALIASES, STATIC_CLASSES, Analysis, estimate
-from patterns.types import (
+from patterns.core.types import (
     BottleneckClass,
     Condition,
     FileFacts,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from patterns import __version__
-from patterns.library import Entry
-from patterns.types import SuggestReport
+from patterns.core.library import Entry
+from patterns.core.types import SuggestReport
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

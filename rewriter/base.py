@@ -30,10 +30,10 @@ from libcst.codemod import (
     transform_module,
 )
 
-from patterns.facts import FactsError, extract_source
-from patterns.files import sha256_hex, write_atomic
-from patterns.library import Entry, get, present
-from patterns.types import Candidate, FileFacts, KernelFacts
+from patterns.core.facts import FactsError, extract_source
+from patterns.core.files import sha256_hex, write_atomic
+from patterns.core.library import Entry, get, present
+from patterns.core.types import Candidate, FileFacts, KernelFacts
 
 
 class RewriteError(ValueError):
@@ -98,7 +98,7 @@ def _coerce(entry: Entry, params: dict[str, str]) -> dict[str, Any]:
 
 def pick_kernel(facts: FileFacts, path: str, kernel: str | None, entry: Entry) -> KernelFacts | None:
     """The kernel to rewrite: the named one, or the only one the pattern applies to."""
-    from patterns.predicates import Subject, evaluate
+    from patterns.core.predicates import Subject, evaluate
 
     if kernel is not None:
         k = facts.kernel(kernel)

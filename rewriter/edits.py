@@ -17,7 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from patterns.cst_facts import dotted  # noqa: F401 - re-exported to the codemods
+from patterns.core.cst_facts import dotted  # noqa: F401 - re-exported to the codemods
 from patterns.rewriter.base import KernelCodemod
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

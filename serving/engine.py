@@ -29,7 +29,7 @@ from typing import Any, Callable, Literal
 import torch
 
 from patterns.serving.model import OPS, HybridModel, ModelConfig
-from patterns.types import EngineOp, EngineReport
+from patterns.core.types import EngineOp, EngineReport
 
 Impl = Literal["auto", "reference", "live"]
 
@@ -72,7 +72,7 @@ class BoundOp:
 
 def resolve(impl: Impl, device: str) -> tuple[Literal["reference", "live"], str]:
     """(impl, device) after `auto`; switches on Triton's interpreter for live ops on a CPU."""
-    from patterns import interpreter
+    from patterns.core import interpreter
     from patterns.validation.gate import resolve_device
     from patterns.validation.loader import GateInputError
 

@@ -19,8 +19,8 @@ import pytest
 
 from patterns import catalog
 from patterns.catalog import MARKER, CatalogError, render_catalog
-from patterns.library import Entry, load_library
-from patterns.types import Reference
+from patterns.core.library import Entry, load_library
+from patterns.core.types import Reference
 
 ENTRIES = load_library()
 IDS = [e.id for e in ENTRIES]

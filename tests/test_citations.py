@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import pytest
 
-from patterns.library import load_library
+from patterns.core.library import load_library
 
 WHEELS = {("fla", "0.6.0"): "fla-core==0.6.0", ("sglang", "0.5.23"): "sglang==0.5.23", ("deepgemm", "0.2.5"): "sgl-deep-gemm==0.2.5"}
 CITES = [(e.id, i, u) for e in load_library() for i, u in enumerate(e.pattern.evidence.upstream)]

@@ -25,10 +25,10 @@ from patterns.distill.pyfacts import extract_python
 from patterns.distill.run import distill, write_drafts
 from patterns.distill.scan import scan
 from patterns.distill.sources import resolve
-from patterns.facts import extract_source
-from patterns.library import load_library
-from patterns.predicates import Subject, evaluate
-from patterns.types import Condition, Draft, FileFacts, Pattern
+from patterns.core.facts import extract_source
+from patterns.core.library import load_library
+from patterns.core.predicates import Subject, evaluate
+from patterns.core.types import Condition, Draft, FileFacts, Pattern
 
 from openai_stub_server import Error, serve
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from patterns.examples import compare, nan_filled_empty
+from patterns.core.examples import compare, nan_filled_empty
 from patterns.kernels import load_spec, resolve
 from patterns.rewriter.base import AlreadyApplied, apply
 from patterns.validation.loader import load_impl, source_path

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from patterns.validation import benchmarks_report, h200_cases
-from patterns.validation.spec import Tolerance
+from patterns.core.opspec import Tolerance
 
 
 @pytest.mark.parametrize("op", ["cp_state_merge", "decode_attention", "matmul"])

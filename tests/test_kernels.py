@@ -9,9 +9,9 @@ come back unchanged.
 import pytest
 import torch
 
-from patterns.examples import compare, nan_filled_empty
+from patterns.core.examples import compare, nan_filled_empty
 from patterns.kernels import OPS, load_spec, resolve
-from patterns.validation.spec import OpSpec
+from patterns.core.opspec import OpSpec
 
 SPECS = {op: load_spec(op) for op in OPS}
 

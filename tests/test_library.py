@@ -8,8 +8,8 @@ for syntax and structure here and run on a GPU machine.
 import pytest
 import torch
 
-from patterns.examples import run_example
-from patterns.library import check_entry, load_library
+from patterns.core.examples import run_example
+from patterns.core.library import check_entry, load_library
 
 ENTRIES = load_library()
 IDS = [e.id for e in ENTRIES]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from patterns.files import sha256_hex
+from patterns.core.files import sha256_hex
 from patterns.serving import registry as registry_mod
 from patterns.serving.registry import Registry, RegistryError, load_live
 from patterns.validation.loader import kernels_dir

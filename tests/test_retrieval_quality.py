@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from patterns.library import load_library
+from patterns.core.library import load_library
 from patterns.retriever.quality import evaluate_all, load_cases
 
 

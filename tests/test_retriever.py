@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from patterns.facts import extract_file, extract_source
-from patterns.hardware import gpu
-from patterns.library import LIBRARY_DIR, load_library
+from patterns.core.facts import extract_file, extract_source
+from patterns.core.hardware import gpu
+from patterns.core.library import LIBRARY_DIR, load_library
 from patterns.retriever.estimate import Unknown, estimate, safe_eval
-from patterns.types import BottleneckClass, SuggestReport
+from patterns.core.types import BottleneckClass, SuggestReport
 
 ROOT = Path(__file__).resolve().parents[1]
 TF32 = LIBRARY_DIR / "tf32x3_dot_precision"
@@ -134,8 +134,8 @@ def scale_kernel(x, table, y, N, C: tl.constexpr, BLOCK: tl.constexpr):
     ("o % pid", False),        # the modulus comes from the program id: no shared table
 ])
 def test_modulo_indexed_load(offset, holds):
-    from patterns.predicates import Subject, evaluate
-    from patterns.types import Condition
+    from patterns.core.predicates import Subject, evaluate
+    from patterns.core.types import Condition
 
     f = extract_source(_LOOKUP.replace("OFFSET", offset), "lookup.py")
     v = evaluate(Condition.model_validate("modulo_indexed_load"), Subject(f, f.kernels[0]))
@@ -228,7 +228,7 @@ def test_index_is_incremental_and_recovers_from_corruption(small_library, tmp_pa
 
 def test_library_snapshot_is_used_only_for_the_same_content(small_library, tmp_path, monkeypatch):
     """suggest reads the validated library back from a pickle; any change to a pattern validates it again."""
-    import patterns.library as library
+    import patterns.core.library as library
 
     cache = tmp_path / "libcache"
     monkeypatch.setenv("PATTERNS_LIBRARY_CACHE", str(cache))
@@ -464,7 +464,7 @@ def test_an_index_that_must_be_built_without_chromadb_is_a_one_line_error(tmp_pa
     """A GPU box with the package but not chromadb: a clear error instead of a traceback."""
     import sys
 
-    from patterns.library import load_library
+    from patterns.core.library import load_library
     from patterns.retriever.index import IndexError_, ranking_data
 
     monkeypatch.setitem(sys.modules, "chromadb", None)

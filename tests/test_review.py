@@ -21,9 +21,9 @@ from patterns.agent import review as review_mod
 from patterns.agent.journal import Journal
 from patterns.agent.loop import AgentConfig, run_agent
 from patterns.agent.review import ReviewError, ReviewStore
-from patterns.library import LIBRARY_DIR, load_pattern
+from patterns.core.library import LIBRARY_DIR, load_pattern
 from patterns.serving.registry import Registry, RegistryError, load_live
-from patterns.types import ReviewItem, Safety
+from patterns.core.types import ReviewItem, Safety
 from patterns.validation.bundle import read_bundle
 from patterns.validation.loader import kernels_dir
 
@@ -160,7 +160,7 @@ def test_a_crash_before_the_commit_point_changes_nothing(env: dict[str, Path], m
 
 
 def _crash_at(point: str, env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from patterns import files as files_mod
+    from patterns.core import files as files_mod
 
     if point == "register":
         monkeypatch.setattr(Registry, "register", lambda *a, **k: (_ for _ in ()).throw(OSError("crash in register")))
@@ -291,7 +291,7 @@ def test_review_cli(env: dict[str, Path], capsys: pytest.CaptureFixture) -> None
 def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -> None:
     from patterns.distill.errors import DistillError
     from patterns.distill.merge import append_measured
-    from patterns.types import Measurement
+    from patterns.core.types import Measurement
 
     # a pattern with nothing measured yet (accepted results fill others' lists over time)
     text = next(t for t in (f.read_text() for f in sorted(LIBRARY_DIR.glob("*/pattern.yaml"))) if "  measured: []\n" in t)
@@ -302,7 +302,7 @@ def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -
     twice = append_measured(once, [m2])
     import yaml
 
-    from patterns.types import Pattern
+    from patterns.core.types import Pattern
 
     assert Pattern.model_validate(yaml.safe_load(twice)).evidence.measured == [m1, m2]
     kept = [ln for ln in text.splitlines() if ln != "  measured: []"]
@@ -315,7 +315,7 @@ def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -
 
 def test_a_gpu_bundle_records_the_speed_ratio() -> None:
     """With a performance layer (a real H200 bundle of the kda_decode baseline) the measurement is the gate's speed ratio."""
-    from patterns.types import Hypothesis
+    from patterns.core.types import Hypothesis
 
     path = Path(__file__).resolve().parents[1] / "evidence" / "gpu" / "h200-baselines" / "kda_decode--baseline.json"
     bundle = read_bundle(path)

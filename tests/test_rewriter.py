@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from patterns.examples import run_file
-from patterns.library import LIBRARY_DIR, load_library
+from patterns.core.examples import run_file
+from patterns.core.library import LIBRARY_DIR, load_library
 from patterns.rewriter import REWRITES
 from patterns.rewriter.base import AlreadyApplied, RewriteError, apply, write_candidate
 
@@ -155,8 +155,8 @@ ACCEPTED = [
 @pytest.mark.parametrize(("name", "src"), ACCEPTED)
 def test_codemod_accepts_more_kernels(name, src):
     """apply() itself checks that the result parses and satisfies present_when; the source must change."""
-    from patterns.facts import extract_source
-    from patterns.library import get, present
+    from patterns.core.facts import extract_source
+    from patterns.core.library import get, present
 
     got = apply(name, src, "case.py").candidate.source
     assert got != src

@@ -15,7 +15,7 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from patterns.types import EvidenceBundle
+from patterns.core.types import EvidenceBundle
 from patterns.validation.bundle import read_bundle, verdict, write_bundle
 from patterns.validation.cli import validate_command
 from patterns.validation.gate import validate
@@ -25,7 +25,7 @@ from patterns.validation.monitor import Launch, Observed
 from patterns.validation.partition import check_partition
 from patterns.validation.perf import bootstrap_ci, check_performance
 from patterns.validation.runner import collect, errors, first_mismatch
-from patterns.validation.spec import Tolerance
+from patterns.core.opspec import Tolerance
 from patterns.validation.static import scan
 
 HERE = Path(__file__).parent
@@ -158,8 +158,8 @@ def test_errors_and_first_mismatch():
 
 
 def test_a_pattern_that_buys_accuracy_relaxes_the_speed_rule_to_its_allowance():
-    from patterns.library import get
-    from patterns.validation.spec import Acceptance
+    from patterns.core.library import get
+    from patterns.core.opspec import Acceptance
 
     base = Acceptance(min_speedup=1.0, max_slowdown_any_shape=0.05)
     assert base.allowing_cost(1.0) is base

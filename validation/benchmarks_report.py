@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from patterns.files import write_atomic
+from patterns.core.files import write_atomic
 
 ORDER = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
 TITLES = {

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from patterns.files import write_atomic
-from patterns.types import CheckResult, EvidenceBundle
+from patterns.core.files import write_atomic
+from patterns.core.types import CheckResult, EvidenceBundle
 
 MARK = {True: "pass", False: "FAIL", None: "not run"}
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from patterns.types import EvidenceBundle
+from patterns.core.types import EvidenceBundle
 from patterns.validation.bundle import bundle_stem, markdown, verdict
 from patterns.validation.loader import GateInputError
 
@@ -33,7 +33,7 @@ def validate_command(
     pattern: Annotated[str | None, typer.Option("--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule")] = None,
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
-    from patterns.library import LibraryError, get
+    from patterns.core.library import LibraryError, get
     from patterns.validation.gate import validate
 
     err = Console(stderr=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from patterns.types import CheckResult
+from patterns.core.types import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.runner import (
     ResultError,
@@ -25,7 +25,7 @@ from patterns.validation.runner import (
     modified_input,
     shape_label,
 )
-from patterns.validation.spec import OpSpec
+from patterns.core.opspec import OpSpec
 
 ORDERS = (("baseline", "candidate"), ("candidate", "baseline"))
 

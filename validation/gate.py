@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from patterns import interpreter
-from patterns.types import CheckResult, EvidenceBundle
+from patterns.core import interpreter
+from patterns.core.types import CheckResult, EvidenceBundle
 from patterns.validation.bundle import environment, write_bundle
 from patterns.validation.correctness import check_correctness
 from patterns.validation.integrity import check_integrity
@@ -25,7 +25,7 @@ from patterns.validation.loader import GateInputError, check_candidate, load_imp
 from patterns.validation.monitor import Observed, restore, snapshot, watch
 from patterns.validation.partition import check_partition
 from patterns.validation.perf import MIN_ROUNDS, check_performance, gpu_unavailable_reason, needs_gpu
-from patterns.validation.spec import OpSpec
+from patterns.core.opspec import OpSpec
 
 
 def resolve_device(device: str) -> str:

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from patterns.files import write_atomic
+from patterns.core.files import write_atomic
 
 CASES = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
 Chain = tuple[tuple[str, dict[str, str]], ...]
@@ -443,7 +443,7 @@ def smoke(op: str, log=print) -> dict[str, dict]:
     from patterns.validation.loader import load_reference, load_spec
     from patterns.validation.runner import call_reference
 
-    from patterns import interpreter
+    from patterns.core import interpreter
 
     os.environ["TRITON_INTERPRET"] = "1"
     interpreter.install_cpu_shims()

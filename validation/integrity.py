@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from patterns.types import CheckResult
+from patterns.core.types import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.monitor import Observed, watch
 from patterns.validation.runner import (
@@ -37,7 +37,7 @@ from patterns.validation.runner import (
     shape_label,
     sync,
 )
-from patterns.validation.spec import Inputs, OpSpec, Tolerance
+from patterns.core.opspec import Inputs, OpSpec, Tolerance
 from patterns.validation.static import ALLOWED_TORCH, limit_names, static_checks
 
 POISON = 1024.0  # exact in every float dtype; far from typical outputs

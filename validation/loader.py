@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from patterns.validation.spec import OpSpec
+from patterns.core.opspec import OpSpec
 
 _counter = itertools.count()
 

@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import torch
 
-from patterns.examples import nan_filled_empty
+from patterns.core.examples import nan_filled_empty
 
-from patterns.types import CheckResult
+from patterns.core.types import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.runner import Result, active_dtypes, clone_inputs, errors, first_mismatch, shape_label, sync
-from patterns.validation.spec import Inputs, OpSpec, Partition
+from patterns.core.opspec import Inputs, OpSpec, Partition
 
 
 def check_partition(

@@ -31,10 +31,10 @@ import numpy as np
 NOISE_FLOOR = 0.02
 import torch
 
-from patterns.types import CheckResult
+from patterns.core.types import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.runner import active_dtypes, clone_inputs, shape_label
-from patterns.validation.spec import Acceptance, OpSpec
+from patterns.core.opspec import Acceptance, OpSpec
 
 MIN_ROUNDS = 10
 

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import torch
 
-from patterns.examples import nan_filled_empty
+from patterns.core.examples import nan_filled_empty
 from patterns.validation.monitor import Observed, watch
-from patterns.validation.spec import Inputs, OpSpec, Shape, Tolerance
+from patterns.core.opspec import Inputs, OpSpec, Shape, Tolerance
 
 Result = dict[str, Any]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from patterns.types import CheckResult
+from patterns.core.types import CheckResult
 from patterns.validation.loader import Impl, split_target
-from patterns.validation.spec import OpSpec
+from patterns.core.opspec import OpSpec
 
 # torch calls a launcher may make: allocation, metadata and device queries
 ALLOWED_TORCH = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from patterns.kernels.common import generator, itemsize
-from patterns.validation.spec import OpSpec, Partition, Tolerance
+from patterns.core.opspec import OpSpec, Partition, Tolerance
 
 
 def _tokens(T: int, H: int, K: int, V: int, gen: torch.Generator):

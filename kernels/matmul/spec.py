@@ -6,7 +6,7 @@ import math
 import torch
 
 from patterns.kernels.common import accepts, generator, itemsize, torch_dtype
-from patterns.validation.spec import OpSpec, Partition, Tolerance
+from patterns.core.opspec import OpSpec, Partition, Tolerance
 
 
 def make_inputs(shape: dict, dtype: str, seed: int = 0, device: str = "cpu") -> dict:

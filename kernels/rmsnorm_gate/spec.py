@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from patterns.kernels.common import generator, itemsize, torch_dtype
-from patterns.validation.spec import OpSpec, Tolerance
+from patterns.core.opspec import OpSpec, Tolerance
 
 
 def make_inputs(shape: dict, dtype: str, seed: int = 0, device: str = "cpu") -> dict:

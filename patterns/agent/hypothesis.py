@@ -10,7 +10,7 @@ a GPU.
 """
 from __future__ import annotations
 
-from patterns.types import Bottleneck, BottleneckClass, Category, Hypothesis, Pattern, Safety, Suggestion
+from patterns.core.types import Bottleneck, BottleneckClass, Category, Hypothesis, Pattern, Safety, Suggestion
 
 
 def prediction(pattern: Pattern, min_speedup: float) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from patterns.types import JournalEvent
+from patterns.core.types import JournalEvent
 
 
 class JournalError(ValueError):

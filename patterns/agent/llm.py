@@ -16,7 +16,7 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patterns.distill.llm import LLMConfig, LLMRejected, check_text, load_config
-from patterns.types import Hypothesis, Pattern
+from patterns.core.types import Hypothesis, Pattern
 
 __all__ = ["LLMConfig", "LLMRejected", "load_config", "ask_hypothesis", "ask_patch", "check_patch"]
 
@@ -106,8 +106,8 @@ def ask_patch(cfg: LLMConfig, pattern: Pattern, source: str, path: str, launcher
 def check_patch(raw: str, pattern: Pattern, original: str, path: str, launcher: str) -> tuple[str, str]:
     """Schema, then the code: parses, imports and calls only the kernel's world, keeps the launcher,
     changes something, and now shows the pattern (`present_when`). LLMRejected otherwise."""
-    from patterns.facts import FactsError, extract_source
-    from patterns.library import present
+    from patterns.core.facts import FactsError, extract_source
+    from patterns.core.library import present
 
     answer = _parse(raw, PatchAnswer)
     check_text("summary", answer.summary)

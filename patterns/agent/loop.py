@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from patterns import files
+from patterns.core import files
 from patterns.agent.hypothesis import hypothesize
 from patterns.agent.journal import Journal, JournalError, read_start
 from patterns.agent.policy import (
@@ -65,7 +65,7 @@ from patterns.agent.review import (
     auto_merge_refusal,
     review_id,
 )
-from patterns.types import Attempt, Hypothesis, ReviewItem
+from patterns.core.types import Attempt, Hypothesis, ReviewItem
 
 
 class AgentError(ValueError):
@@ -92,7 +92,7 @@ class AgentConfig:
     @property
     def sm(self) -> int:
         """Compute capability x10 of the GPU the plan is for (0: not NVIDIA), for rewrite parameter defaults."""
-        from patterns.hardware import gpu
+        from patterns.core.hardware import gpu
 
         return gpu(self.arch).cuda_sm
 
@@ -117,7 +117,7 @@ class RunResult:
 def prepare_device(device: str) -> str:
     """The device the gate will use; on the CPU the interpreter is switched on now, before any op module
     (whose package imports its kernels) is loaded -- the gate does the same, but later than the agent needs."""
-    from patterns import interpreter
+    from patterns.core import interpreter
     from patterns.validation.gate import resolve_device
     from patterns.validation.loader import GateInputError
 
@@ -219,7 +219,7 @@ def _dtypes(spec) -> tuple[str, dict[str, str]]:
 
 def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The ranked attempts and a hypothesis for each, from the retriever at every GPU shape of the op."""
-    from patterns.library import get
+    from patterns.core.library import get
     from patterns.retriever.profile import ProfileError
     from patterns.retriever.retrieve import suggest
 
@@ -309,7 +309,7 @@ class Agent:
                  ask: Callable[[ReviewItem], str] | None = None, say: Callable[[str], None] = lambda _: None,
                  stage: Callable[[str], None] = lambda _: None, advance: Callable[[int, int], None] = lambda done, total: None):
         from patterns.agent.llm import load_config
-        from patterns.hardware import UnknownGPU
+        from patterns.core.hardware import UnknownGPU
 
         self.cfg = cfg
         self.home = Path(home) if home is not None else agent_home()
@@ -333,7 +333,7 @@ class Agent:
         }
 
     def run(self) -> RunResult:
-        from patterns.library import load_library
+        from patterns.core.library import load_library
 
         recovered = self.store.recover()
         for item_id in recovered:
@@ -416,7 +416,7 @@ class Agent:
 
     # -------------------------------------------------------------- one attempt
     def _attempt(self, step: int, planned: Planned, candidates: dict[str, Path], journal: Journal) -> Attempt:
-        from patterns.library import LibraryError, get
+        from patterns.core.library import LibraryError, get
         from patterns.rewriter.base import AlreadyApplied, RewriteError, apply
         from patterns.validation.gate import validate
         from patterns.validation.loader import GateInputError
@@ -463,7 +463,7 @@ class Agent:
 
     # -------------------------------------------------------------- review and decision
     def _review(self, attempt: Attempt, hypotheses: dict[str, Hypothesis], trail: list[Attempt], journal: Journal, run: str) -> ReviewItem:
-        from patterns.library import get
+        from patterns.core.library import get
 
         target_text = self.cfg.target.read_text(encoding="utf-8")
         cand_text = Path(attempt.candidate).read_text(encoding="utf-8")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable
 
-from patterns.library import Entry
-from patterns.types import Attempt, BottleneckClass, Category, EvidenceBundle
+from patterns.core.library import Entry
+from patterns.core.types import Attempt, BottleneckClass, Category, EvidenceBundle
 
 LAYER_ORDER = ("correctness", "partition", "integrity", "overlap", "performance", "serving")
 
@@ -95,8 +95,8 @@ def next_param(entry: Entry, tried: Iterable[dict[str, Any]], sm: int = 0) -> di
 
 def undone_patterns(source: str, path: str, applied_on_target: Iterable[str], entries: dict[str, Entry]) -> list[str]:
     """Patterns with a rewrite that held on the target (its "already applied") and hold on no kernel of `source`."""
-    from patterns.facts import extract_source
-    from patterns.predicates import Subject, evaluate
+    from patterns.core.facts import extract_source
+    from patterns.core.predicates import Subject, evaluate
 
     facts = extract_source(source, path)
     undone = []

@@ -54,8 +54,8 @@ from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from patterns import files
-from patterns.types import EvidenceBundle, Measurement, ReviewItem, Safety
+from patterns.core import files
+from patterns.core.types import EvidenceBundle, Measurement, ReviewItem, Safety
 
 INTENT_SUFFIX = ".accept.json"
 AUTO = "agent (--auto-merge-exact)"
@@ -299,14 +299,14 @@ class ReviewStore:
         files.write_atomic(self.root / f"{intent.id}{INTENT_SUFFIX}", intent.model_dump_json(indent=2).encode())
 
     def _pattern_file(self, item: ReviewItem) -> Path:
-        from patterns.library import get
+        from patterns.core.library import get
 
         return get(item.pattern_id).file("pattern.yaml")
 
     def _finish(self, item: ReviewItem, intent: _Intent, note: str) -> ReviewItem:
         """Steps 1-5 of the module doc; each one idempotent."""
         from patterns.distill.merge import append_measured
-        from patterns.library import load_pattern
+        from patterns.core.library import load_pattern
         reg = self.registry
         bundle = str(Path(item.bundle).resolve())
         if intent.registry_version is None:

@@ -22,7 +22,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from patterns.predicates import PREDICATES, Subject
+from patterns.core.predicates import PREDICATES, Subject
 from patterns.rewriter.base import KernelCodemod
 from patterns.rewriter.edits import code
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patterns.predicates import PREDICATES, Subject
+from patterns.core.predicates import PREDICATES, Subject
 from patterns.rewriter.base import KernelCodemod
 
 COMMENT = "# loop-invariant: computed once here, not on every iteration"

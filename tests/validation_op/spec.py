@@ -3,7 +3,7 @@ from pathlib import Path
 
 import torch
 
-from patterns.validation.spec import Acceptance, OpSpec, Partition, Tolerance
+from patterns.core.opspec import Acceptance, OpSpec, Partition, Tolerance
 
 HERE = Path(__file__).parent
 

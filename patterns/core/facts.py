@@ -1,6 +1,6 @@
 """Kernel facts: what a Python file's Triton kernels and launchers do, with lines.
 
-One extractor (the standard-library AST, patterns.ast_facts) serves every stage: the library's
+One extractor (the standard-library AST, patterns.core.ast_facts) serves every stage: the library's
 `present_when` checks, the distiller, the retriever and the rewriter. Facts are
 deliberately generic (every call site with its arguments, loops, launches) so
 that predicates are queries over them rather than one-off AST walks.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patterns.types import FileFacts
+from patterns.core.types import FileFacts
 
 # Aliases upstream code uses for the Triton namespaces; normalised so that a
 # predicate can ask for "tl.dot" whatever the file imported.
@@ -29,7 +29,7 @@ class FactsError(ValueError):
 
 
 def extract_source(source: str, path: str = "<string>") -> FileFacts:
-    from patterns.ast_facts import parse
+    from patterns.core.ast_facts import parse
 
     return parse(source, path)
 
@@ -98,7 +98,7 @@ def _relocate(facts: FileFacts, path: str) -> FileFacts:
 
 def write_atomic(target: Path, data: bytes) -> None:
     """A cache file appears whole or not at all; a read-only cache only costs speed."""
-    from patterns import files
+    from patterns.core import files
 
     try:
         files.write_atomic(target, data, durable=False)

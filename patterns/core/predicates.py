@@ -15,7 +15,7 @@ from typing import Callable, Literal
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from patterns.types import CallSite, Condition, FileFacts, KernelFacts, Verdict
+from patterns.core.types import CallSite, Condition, FileFacts, KernelFacts, Verdict
 
 
 @dataclass(frozen=True)

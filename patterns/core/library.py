@@ -1,6 +1,6 @@
 """Loading and checking the curated library: one folder per pattern.
 
-    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.types.Pattern)
+    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.core.types.Pattern)
     patterns/library/<id>/before.py      Triton kernel + launcher without the technique
     patterns/library/<id>/after.py       the same op with it
     patterns/library/<id>/reference.py   make_inputs(shape, seed) and reference(**inputs) in plain PyTorch
@@ -21,11 +21,11 @@ import pydantic
 import yaml
 from pydantic import ValidationError
 
-from patterns.facts import FactsError, extract_file, write_atomic
-from patterns.predicates import PREDICATES, Subject, evaluate
-from patterns.types import FileFacts, Pattern, Verdict
+from patterns.core.facts import FactsError, extract_file, write_atomic
+from patterns.core.predicates import PREDICATES, Subject, evaluate
+from patterns.core.types import FileFacts, Pattern, Verdict
 
-LIBRARY_DIR = Path(__file__).parent / "library"
+LIBRARY_DIR = Path(__file__).parents[1] / "library"
 EXAMPLE_FILES = ("before.py", "after.py", "reference.py")
 
 

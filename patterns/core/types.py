@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # --------------------------------------------------------------------------------------
-# Kernel facts (produced by patterns.facts)
+# Kernel facts (produced by patterns.core.facts)
 # --------------------------------------------------------------------------------------
 
 
@@ -239,7 +239,7 @@ class Condition(_Strict):
 
     YAML forms:  `{all: [...]}`, `{any: [...]}`, `{not: {...}}`,
     `{predicate_name: {arg: value}}` or a bare `predicate_name`.
-    Predicates come from the one library in patterns.predicates; names and
+    Predicates come from the one library in patterns.core.predicates; names and
     arguments are checked when the pattern loads (no eval of strings).
     """
 
@@ -273,7 +273,7 @@ class Condition(_Strict):
     @model_validator(mode="after")
     def _check_predicate(self) -> Condition:
         if self.op == "pred":
-            from patterns.predicates import validate_call  # registry imports this module
+            from patterns.core.predicates import validate_call  # registry imports this module
 
             self.args = validate_call(self.predicate, self.args)
         return self

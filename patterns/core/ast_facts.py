@@ -1,4 +1,4 @@
-"""The extractor behind patterns.facts: kernel and launcher facts from the standard-library AST.
+"""The extractor behind patterns.core.facts: kernel and launcher facts from the standard-library AST.
 
 The stdlib parser is written in C and carries positions on every node, so a file
 costs one parse and one walk; a concrete syntax tree with position metadata
@@ -16,8 +16,8 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from patterns.facts import _FLOAT_DTYPES, _JIT_DECORATORS, _MODULE_ALIASES, FactsError
-from patterns.types import (
+from patterns.core.facts import _FLOAT_DTYPES, _JIT_DECORATORS, _MODULE_ALIASES, FactsError
+from patterns.core.types import (
     AutotuneFacts,
     CallSite,
     FileFacts,

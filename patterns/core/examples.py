@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the validation gate imports this module on GPU boxes without libcst
-    from patterns.library import Entry
+    from patterns.core.library import Entry
 
 
 class ExampleError(RuntimeError):
@@ -126,7 +126,7 @@ def run_file(entry: Entry, path: Path, which: str = "", device: str = "cpu") -> 
     """Run any implementation of the example's launcher (e.g. a rewritten before.py) against reference.py."""
     import torch
 
-    from patterns import interpreter
+    from patterns.core import interpreter
 
     ex = entry.pattern.example
     if ex is None:
