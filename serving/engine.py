@@ -3,6 +3,19 @@
     engine = Engine(PRESETS["tiny"], impl="live", device="cpu")
     report = engine.generate(prompts, new_tokens=16)      # EngineReport
 
+A generation prefills the prompts (`HybridModel.prefill`, all tokens at once),
+samples the first token, then decodes one token per sequence per step.
+`mode` decides how the steps run:
+
+- `graph`: the step of each batch-size bucket is captured in a CUDA graph
+  once (patterns.serving.graph) and replayed; the batch is padded to its bucket;
+- `eager`: every op is launched from Python each step, at the batch's own size;
+  the path for the CPU, for `verify`, and for debugging;
+- `auto` (default): graph on a GPU with live ops, eager otherwise.
+
+On a CPU `graph` keeps the buckets and static buffers but has nothing to
+capture: the same step runs eagerly.
+
 `impl` decides where each op of the model comes from, in one place (`bind_ops`):
 
 - `reference`: the op's plain PyTorch reference (kernels/<op>/naive.py);
@@ -24,14 +37,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import torch
 
-from patterns.serving.model import OPS, HybridModel, ModelConfig
 from patterns.core.types import EngineOp, EngineReport
+from patterns.serving.graph import CaptureError, Decoder, bucket
+from patterns.serving.model import OPS, HybridModel, ModelConfig
 
 Impl = Literal["auto", "reference", "live"]
+Mode = Literal["auto", "eager", "graph"]
 
 
 class EngineError(ValueError):
@@ -46,12 +61,20 @@ class BoundOp:
     fn: Callable[..., Any]
     spec: Any = None  # OpSpec, when verifying
     reference: Callable[..., Any] | None = None
+    kernels: tuple[str, ...] = ()  # names of its Triton kernels, as a profiler reports them
+    annotate: bool = False  # a profiler range per call (patterns.serving.profile, eager steps only)
+    active: bool = False  # inside a call that has not returned (names the op that broke a graph capture)
 
     def __call__(self, **inputs: Any) -> Any:
         self.record.calls += 1
-        if self.reference is None:
-            return self.fn(**inputs)
-        return self._verified(inputs)
+        self.active = True
+        if self.annotate:
+            with torch.profiler.record_function(self.record.op):
+                ret = self.fn(**inputs) if self.reference is None else self._verified(inputs)
+        else:
+            ret = self.fn(**inputs) if self.reference is None else self._verified(inputs)
+        self.active = False
+        return ret
 
     def _verified(self, inputs: dict[str, Any]) -> Any:
         from patterns.validation.runner import call_reference, collect, errors, first_mismatch
@@ -93,11 +116,28 @@ def resolve(impl: Impl, device: str) -> tuple[Literal["reference", "live"], str]
     return chosen, device
 
 
-def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = False) -> dict[str, BoundOp]:
-    """The one place that decides which implementation of each op the engine calls."""
-    from patterns.kernels import load_spec, resolve as resolve_target
-    from patterns.serving.registry import Registry, load_live
+def resolve_mode(mode: Mode, impl: str, device: str, verify: bool) -> Literal["eager", "graph"]:
+    if mode not in ("auto", "eager", "graph"):
+        raise EngineError(f"unknown mode '{mode}' (auto, eager or graph)")
+    if verify and mode == "graph":
+        raise EngineError("--verify shadows every call with the reference and compares on the host, which a CUDA graph cannot replay: use --mode eager")
+    if mode == "auto":
+        return "graph" if device.startswith("cuda") and impl == "live" and not verify else "eager"
+    return mode
 
+
+def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = False, versions: Mapping[str, int] | None = None) -> dict[str, BoundOp]:
+    """The one place that decides which implementation of each op the engine calls.
+
+    `versions` pins ops to registered versions (`{"matmul": 1}`); the others run live.
+    """
+    from patterns.kernels import load_spec, resolve as resolve_target
+    from patterns.serving.profile import triton_kernels
+    from patterns.serving.registry import Registry, RegistryError, load_impl
+
+    unknown = sorted(set(versions or {}) - set(OPS))
+    if unknown:
+        raise RegistryError(f"the engine runs no op '{unknown[0]}' ({', '.join(OPS)})")
     bound = {}
     for op in OPS:
         spec = load_spec(op)
@@ -107,54 +147,77 @@ def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = F
             bound[op] = BoundOp(EngineOp(op=op, impl="reference", file=str(file.relative_to(file.parents[2]))), reference)
             continue
         registry = registry or Registry()
-        live = registry.live(op)
-        fn = load_live(op, registry)
-        if not fn.__module__.endswith(live.sha256[:16]):  # promoted between the two reads: take the newer
-            live = registry.live(op)
+        live = registry.version(op, versions[op]) if versions and op in versions else registry.live(op)
+        fn = load_impl(live)
         record = EngineOp(op=op, impl="live", version=live.version, pattern=live.pattern, sha256=live.sha256, file=live.origin or live.file)
-        bound[op] = BoundOp(record, fn, spec, reference) if verify else BoundOp(record, fn)
+        bound[op] = BoundOp(record, fn, spec, reference, kernels=triton_kernels(fn)) if verify else BoundOp(record, fn, kernels=triton_kernels(fn))
     return bound
 
 
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def itl_percentiles(itl_s: list[float]) -> tuple[float, float]:
+    """(p50, p99) of inter-token latencies, in ms."""
+    if len(itl_s) == 1:
+        return 1e3 * itl_s[0], 1e3 * itl_s[0]
+    return 1e3 * statistics.median(itl_s), 1e3 * statistics.quantiles(itl_s, n=100, method="inclusive")[98]
+
+
 class Engine:
-    def __init__(self, cfg: ModelConfig, impl: Impl = "auto", device: str = "auto", registry=None, verify: bool = False):
+    def __init__(self, cfg: ModelConfig, impl: Impl = "auto", device: str = "auto", registry=None, verify: bool = False,
+                 mode: Mode = "auto", versions: Mapping[str, int] | None = None, model: HybridModel | None = None):
         self.impl, self.device = resolve(impl, device)
         if verify and self.impl == "reference":
             raise EngineError("--verify compares live ops with their references: it needs --impl live (or auto on a GPU)")
+        self.mode = resolve_mode(mode, self.impl, self.device, verify)
         self.cfg = cfg
-        self.model = HybridModel(cfg, self.device)
-        self.ops = bind_ops(self.impl, registry, verify)
+        self.model = model if model is not None else HybridModel(cfg, self.device)  # weights shared by engines of one process
+        self.ops = bind_ops(self.impl, registry, verify, versions)
+        self._decoders: dict[int, Decoder] = {}  # graph mode: one per batch-size bucket, with its cache
 
     def prompts(self, batch: int, length: int, seed: int = 0) -> torch.Tensor:
         """Seeded random prompts, `[batch, length]` token ids."""
         return torch.randint(0, self.cfg.vocab, (batch, length), generator=torch.Generator().manual_seed(seed)).to(self.device)
 
-    def _sync(self) -> None:
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize(self.device)
+    def decoder(self, batch: int) -> Decoder:
+        """The decoder a batch of `batch` sequences runs in: its bucket's (graph mode, kept), or a fresh one at its size."""
+        if self.mode == "eager":
+            return Decoder(self.model, self.model.new_cache(batch), self.ops, capture=False)
+        size = bucket(batch)
+        if size not in self._decoders:
+            self._decoders[size] = Decoder(self.model, self.model.new_cache(size), self.ops, capture=self.device.startswith("cuda"))
+        return self._decoders[size]
 
     def run(self, prompts: torch.Tensor, new_tokens: int) -> tuple[torch.Tensor, list[float], torch.Tensor]:
-        """Greedy generation: (tokens `[B, new_tokens]`, seconds from the start to each token, last logits)."""
-        cache = self.model.new_cache(prompts.shape[0])
-        stamps, out = [], []
-        self._sync()
+        """Greedy generation: (tokens `[B, new_tokens]`, seconds from the start to each token, last logits `[B, vocab]`)."""
+        B = prompts.shape[0]
+        dec = self.decoder(B)
+        cache = dec.cache
+        cache.reset()
+        rows = dec.tokens.shape[0]
+        padded = torch.cat([prompts, prompts[-1:].expand(rows - B, -1)]) if rows > B else prompts  # a bucket's spare rows
+        _sync(self.device)
         start = time.perf_counter()
-        logits = None
-        # the prompt goes through the same decode step, one token at a time: the
-        # attention op takes one query per sequence
-        for t in range(prompts.shape[1]):
-            logits = self.model.step(prompts[:, t], cache, self.ops)
-        for _ in range(new_tokens):
-            token = logits.argmax(-1)
-            out.append(token)
-            self._sync()
+        logits = self.model.prefill(padded, cache, self.ops)
+        dec.tokens.copy_(logits.argmax(-1))
+        out = [dec.tokens[:B].clone()]
+        _sync(self.device)
+        stamps = [time.perf_counter() - start]
+        cache.reserve(new_tokens - 1)
+        dec.prepare()  # warm-up and capture on the bucket's first use: in the warm-up generation
+        for _ in range(new_tokens - 1):
+            dec.step()
+            out.append(dec.tokens[:B].clone())
+            _sync(self.device)  # a server hands each token to its client: the step is over when the host has it
             stamps.append(time.perf_counter() - start)
-            if len(out) < new_tokens:
-                logits = self.model.step(token, cache, self.ops)
-        return torch.stack(out, dim=1), stamps, logits
+            logits = dec.logits
+        return torch.stack(out, dim=1), stamps, logits[:B]
 
     def generate(self, prompts: torch.Tensor, new_tokens: int, warmup: bool = True) -> EngineReport:
-        """Generate `new_tokens` per sequence after a warm-up (first calls: Triton's compiler, allocators, lazy init)."""
+        """Generate `new_tokens` per sequence after a warm-up (first calls: Triton's compiler and autotuners, the graph's capture)."""
         if prompts.ndim != 2 or prompts.shape[0] < 1 or prompts.shape[1] < 1:
             raise EngineError(f"prompts must be [batch, length] with both at least 1 (got {list(prompts.shape)})")
         if new_tokens < 2:
@@ -163,14 +226,18 @@ class Engine:
             raise EngineError(f"prompt {prompts.shape[1]} + {new_tokens} new tokens exceed the model's max_len {self.cfg.max_len}")
         with torch.inference_mode():
             if warmup:
-                self.run(prompts[:, :1], 2)
+                self.run(prompts, 2)
                 for op in self.ops.values():
                     op.record.calls = 0
-            tokens, stamps, _ = self.run(prompts, new_tokens)
+            try:
+                tokens, stamps, _ = self.run(prompts, new_tokens)
+            except CaptureError as e:
+                raise EngineError(f"{e}: run with --mode eager") from None
         itl = [b - a for a, b in zip(stamps, stamps[1:])]
-        deciles = statistics.quantiles(itl, n=10) if len(itl) > 1 else itl * 9
+        p50, p99 = itl_percentiles(itl)
         return EngineReport(
-            device=self.device, impl=self.impl, model=self.cfg.as_dict(), batch=prompts.shape[0], prompt_len=prompts.shape[1],
-            new_tokens=new_tokens, ttft_ms=1e3 * stamps[0], itl_ms_median=1e3 * statistics.median(itl), itl_ms_p90=1e3 * deciles[-1],
-            tokens_per_s=prompts.shape[0] * new_tokens / stamps[-1], ops=[op.record for op in self.ops.values()], tokens=tokens.tolist(),
+            device=self.device, impl=self.impl, mode=self.mode, bucket=bucket(prompts.shape[0]) if self.mode == "graph" else prompts.shape[0],
+            model=self.cfg.as_dict(), batch=prompts.shape[0], prompt_len=prompts.shape[1], new_tokens=new_tokens, ttft_ms=1e3 * stamps[0],
+            itl_ms_median=p50, itl_ms_p99=p99, tokens_per_s=prompts.shape[0] * (new_tokens - 1) / (stamps[-1] - stamps[0]),
+            ops=[op.record for op in self.ops.values()], tokens=tokens.tolist(),
         )

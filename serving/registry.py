@@ -7,6 +7,7 @@
     reg.promote("kda_decode", v.version)  # now live
     reg.rollback("kda_decode")            # the version that was live before
     fn = load_live("kda_decode")          # the live file's entry point, imported
+    fn = load_impl(reg.version("kda_decode", 1))   # any registered version's (the engine's A/B runs)
 
 On disk, under the registry root:
 
@@ -125,6 +126,11 @@ class Registry:
         with self._locked() as store:
             rec = self._seed(store, op)
             return self._resolve(self._find(rec, rec.live))
+
+    def version(self, op: str, version: int) -> LiveImpl:
+        """One registered version of `op`, live or not."""
+        with self._locked() as store:
+            return self._resolve(self._find(self._seed(store, op), version))
 
     def history(self, op: str) -> list[LiveImpl]:
         """Every registered version of `op`, oldest first."""
@@ -256,12 +262,17 @@ class Registry:
 
 
 def load_live(op: str, registry: Registry | None = None) -> Callable:
-    """The live implementation's entry point, imported from its immutable copy (verified by sha256).
+    """The live implementation's entry point (`load_impl` of the registry's live version)."""
+    return load_impl((registry or Registry()).live(op))
+
+
+def load_impl(impl: LiveImpl) -> Callable:
+    """A version's entry point, imported from its immutable copy (verified by sha256).
 
     A version is imported once per process (module name from its hash), so
     repeated calls return the same function and Triton's JIT cache is kept.
     """
-    impl = (registry or Registry()).live(op)
+    op = impl.op
     path = Path(impl.file)
     try:
         data = path.read_bytes()

@@ -557,16 +557,82 @@ class EngineReport(_Strict):
 
     device: str
     impl: Literal["reference", "live"]
+    mode: Literal["eager", "graph"] = Field(description="decode steps launched op by op, or replayed from a CUDA graph")
+    bucket: int = Field(description="the batch size the steps ran at (graph mode pads the batch to its bucket)")
     model: dict[str, Any]
     batch: int
     prompt_len: int
     new_tokens: int
-    ttft_ms: float = Field(description="time to first token: the prompt's steps and the first sampled token")
-    itl_ms_median: float = Field(description="inter-token latency, median over the decode steps")
-    itl_ms_p90: float
-    tokens_per_s: float = Field(description="generated tokens of the whole batch per second of generation")
+    ttft_ms: float = Field(description="time to first token: the prompt's prefill and the first sampled token")
+    itl_ms_median: float = Field(description="inter-token latency, median (p50) over the decode steps")
+    itl_ms_p99: float
+    tokens_per_s: float = Field(description="output tokens of the whole batch per second of decoding (after the first token)")
     ops: list[EngineOp]
     tokens: list[list[int]] = Field(description="generated token ids per sequence")
+
+
+class OpShare(_Strict):
+    """One op's part of a decode step, from a profiler trace."""
+
+    op: str = Field(description="an op of the engine, 'glue' (the PyTorch kernels between ops) or 'idle' (the device between kernels)")
+    ms_per_step: float
+    share: float = Field(description="of the step's time")
+
+
+class StepProfile(_Strict):
+    arm: str
+    source: Literal["device", "host"] = Field(description="device: kernel times from the GPU trace; host: profiler ranges around each op (eager, CPU)")
+    step_ms: float = Field(description="the step's time in the timed rounds (the shares' denominator)")
+    ops: list[OpShare]
+    trace: str = Field("", description="Chrome trace JSON (Perfetto) of the profiled steps, when kept")
+
+
+class ArmMeasure(_Strict):
+    """One side of an end-to-end comparison at one shape: its decode rounds."""
+
+    tokens_per_s: float = Field(description="median over rounds of the batch's output tokens per second of decoding")
+    itl_ms_p50: float
+    itl_ms_p99: float = Field(description="over every step of every round")
+    step_ms: list[float] = Field(description="per round, the mean time of a decode step")
+
+
+class ShapeComparison(_Strict):
+    batch: int
+    context: int = Field(description="tokens each sequence holds when the timed steps start")
+    steps: int
+    arms: dict[str, ArmMeasure] = Field(default_factory=dict)
+    ratio: float | None = Field(None, description="candidate tokens/s over baseline tokens/s: median of the per-round ratios (> 1: faster)")
+    ci95: list[float] = Field(default_factory=list)
+    ratios: list[float] = Field(default_factory=list)
+    profiles: list[StepProfile] = Field(default_factory=list)
+    error: str = Field("", description="why this shape was not measured (out of memory, out of time)")
+
+
+class TTFTComparison(_Strict):
+    context: int
+    arms: dict[str, list[float]] = Field(description="time to first token of one request, ms, per run")
+    ratio: float = Field(description="baseline TTFT over candidate TTFT, median of the per-run ratios (> 1: faster)")
+    ci95: list[float]
+
+
+class ServingComparison(_Strict):
+    """The engine with two bindings of ops interleaved in one process (patterns.serving.compare)."""
+
+    device: str
+    mode: Literal["eager", "graph"]
+    model: dict[str, Any]
+    baseline: str = Field(description="the first arm's label, e.g. 'v1' or 'kda_decode=v2'")
+    candidate: str = Field(description="the second arm's label, e.g. 'live'")
+    arms: dict[str, list[EngineOp]] = Field(description="what each arm ran")
+    shapes: list[ShapeComparison] = Field(default_factory=list)
+    ttft: list[TTFTComparison] = Field(default_factory=list)
+    checks: dict[str, Any] = Field(default_factory=dict, description="verify (every live op against its reference) and graph-vs-eager tokens")
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+    def best(self) -> ShapeComparison | None:
+        """The measured shape with the highest ratio."""
+        measured = [s for s in self.shapes if s.ratio is not None]
+        return max(measured, key=lambda s: s.ratio) if measured else None
 
 
 class KernelReport(_Strict):
