@@ -1,4 +1,4 @@
-"""`patterns serving engine` and `patterns serving prefill`.
+"""`patterns serving engine`, `patterns serving compare` and `patterns serving prefill`.
 
 Torch, the model and the registry are imported inside the commands, so
 registering them costs the `patterns` command nothing at start-up. Bad input is
@@ -29,8 +29,9 @@ def engine_command(
     steps: Annotated[int, typer.Option("--steps", "-n", min=2, help="tokens generated per sequence")] = 16,
     impl: Annotated[str, typer.Option(help="auto (live on a GPU, reference on a CPU), reference (PyTorch) or live (the registry's Triton kernels)")] = "auto",
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
-    model: Annotated[str, typer.Option(help="model preset: tiny (CPU, seconds) or small (GPU-sized heads)")] = "tiny",
-    verify: Annotated[bool, typer.Option("--verify", help="shadow every live call with the reference and compare within the op's tolerance")] = False,
+    model: Annotated[str, typer.Option(help="model preset: tiny (CPU, seconds), small (GPU-sized heads) or h200 (a served hybrid model on one H200)")] = "tiny",
+    mode: Annotated[str, typer.Option(help="auto (graph on a GPU with live ops), eager (every op from Python), graph (a CUDA graph per batch-size bucket)")] = "auto",
+    verify: Annotated[bool, typer.Option("--verify", help="shadow every live call with the reference and compare within the op's tolerance (eager)")] = False,
     seed: Annotated[int, typer.Option(help="seed of the prompts")] = 0,
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
 ) -> None:
@@ -44,8 +45,8 @@ def engine_command(
     if model not in PRESETS:
         _bad_input(f"unknown model preset '{model}' ({', '.join(PRESETS)})")
     try:
-        engine = Engine(PRESETS[model], impl=impl, device=device, verify=verify)  # type: ignore[arg-type]
-        with Console(stderr=True).status(f"generating {batch} x {steps} tokens ({engine.impl} ops on {engine.device})…"):
+        engine = Engine(PRESETS[model], impl=impl, device=device, verify=verify, mode=mode)  # type: ignore[arg-type]
+        with Console(stderr=True).status(f"generating {batch} x {steps} tokens ({engine.impl} ops, {engine.mode}, on {engine.device})…"):
             report = engine.generate(engine.prompts(batch, prompt_len, seed), steps)
     except (EngineError, RegistryError) as e:
         _bad_input(str(e))
@@ -59,10 +60,12 @@ def engine_command(
 
 
 def engine_tables(report) -> Table:
-    metrics = Table(title=f"engine: {report.impl} ops on {report.device}, batch {report.batch}, prompt {report.prompt_len}, {report.new_tokens} new tokens", title_justify="left")
-    for col in ("time to first token", "inter-token latency (median)", "inter-token latency (p90)", "tokens/s"):
+    steps = "CUDA graph" if report.mode == "graph" and report.device.startswith("cuda") else report.mode
+    bucket = f" (bucket {report.bucket})" if report.bucket != report.batch else ""
+    metrics = Table(title=f"engine: {report.impl} ops, {steps}, on {report.device}, batch {report.batch}{bucket}, prompt {report.prompt_len}, {report.new_tokens} new tokens", title_justify="left")
+    for col in ("time to first token", "inter-token latency p50", "p99", "tokens/s"):
         metrics.add_column(col, justify="right")
-    metrics.add_row(f"{report.ttft_ms:.1f} ms", f"{report.itl_ms_median:.2f} ms", f"{report.itl_ms_p90:.2f} ms", f"{report.tokens_per_s:.1f}")
+    metrics.add_row(f"{report.ttft_ms:.1f} ms", f"{report.itl_ms_median:.2f} ms", f"{report.itl_ms_p99:.2f} ms", f"{report.tokens_per_s:.1f}")
     verified = any(op.within_tolerance is not None for op in report.ops)
     ops = Table(title="what ran (the registry's live versions, or the PyTorch references)", title_justify="left")
     for col in ("op", "version", "pattern", "sha256", "calls", *(("max |live - ref|", "in tolerance") if verified else ())):
@@ -80,6 +83,127 @@ def engine_tables(report) -> Table:
     grid = Table.grid()
     grid.add_row(metrics)
     grid.add_row(ops)
+    return grid
+
+
+def _ints(option: str, text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        _bad_input(f"{option}: '{text}' is not a comma-separated list of integers")
+    if not values or min(values) < 1:
+        _bad_input(f"{option}: '{text}' needs at least one value, each at least 1")
+    return values
+
+
+def compare_command(
+    against: Annotated[str, typer.Option(help="the baseline arm: v1 (every op at version 1, kernels/<op>/baseline.py) or OP=VERSION[,OP=VERSION] (the others live)")] = "v1",
+    model: Annotated[str, typer.Option(help="model preset (tiny, small, h200)")] = "tiny",
+    batch: Annotated[Optional[str], typer.Option(help="batch sizes, comma-separated (default: the preset's)")] = None,
+    context: Annotated[Optional[str], typer.Option(help="context lengths, comma-separated (default: the preset's)")] = None,
+    steps: Annotated[int, typer.Option(min=2, help="decode steps per round")] = 16,
+    rounds: Annotated[int, typer.Option(min=2, help="interleaved rounds per shape (AB, BA, ...)")] = 8,
+    ttft_runs: Annotated[int, typer.Option(min=1, help="timed prefills per arm and context")] = 3,
+    profile_steps: Annotated[int, typer.Option(min=1, help="steps profiled per arm and shape")] = 4,
+    mode: Annotated[str, typer.Option(help="auto (graph on a GPU), eager or graph")] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    checks: Annotated[bool, typer.Option("--checks/--no-checks", help="first verify every live op against its reference and the graph's tokens against eager ones")] = False,
+    budget_s: Annotated[Optional[float], typer.Option(help="start no new context or shape after this many seconds")] = None,
+    trace: Annotated[Optional[Path], typer.Option(help="folder for the best shape's profiler traces (Chrome trace JSON, Perfetto)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="write the comparison JSON here, after every shape (atomically)")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+) -> None:
+    """End to end, the registry's live ops against a baseline, interleaved in one process: tokens/s, ITL, TTFT, time per op."""
+    import time
+
+    if format not in FORMATS:
+        _bad_input(f"unknown format '{format}' (table or json)")
+    start = time.monotonic()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from patterns.core.files import write_atomic
+    from patterns.serving import compare as cmp
+    from patterns.serving.engine import EngineError, bind_ops, resolve, resolve_mode
+    from patterns.serving.model import PRESETS, HybridModel
+    from patterns.serving.registry import Registry, RegistryError
+
+    if model not in PRESETS:
+        _bad_input(f"unknown model preset '{model}' ({', '.join(PRESETS)})")
+    cfg = PRESETS[model]
+    default_batches, default_contexts = cmp.DEFAULT_SHAPES[model]
+    batches = _ints("--batch", batch) if batch else list(default_batches)
+    contexts = _ints("--context", context) if context else list(default_contexts)
+    if max(contexts) + steps + 1 > cfg.max_len:
+        _bad_input(f"--context {max(contexts)} + {steps} steps exceed the {model} preset's max_len {cfg.max_len}")
+    try:
+        pins = cmp.against_versions(against)
+        _, device = resolve("live", device)  # type: ignore[arg-type]
+        steps_mode = resolve_mode(mode, "live", device, verify=False)  # type: ignore[arg-type]
+        registry = Registry()
+        baseline = cmp.Arm(against, bind_ops("live", registry, versions=pins))
+        candidate = cmp.Arm("live", bind_ops("live", registry))
+    except (EngineError, RegistryError) as e:
+        _bad_input(str(e))
+    shapes = [(b, c) for c in contexts for b in batches]
+    err = Console(stderr=True)
+
+    def save(result) -> None:
+        if out is not None:
+            write_atomic(out, (result.model_dump_json(indent=1) + "\n").encode())
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(f"{against} vs live, {steps_mode}, on {device}: shapes", total=len(shapes))
+        the_model = HybridModel(cfg, device)
+        found = {}
+        if checks:
+            progress.update(task, description="checks: verify, graph vs eager")
+            for name, check in (("verify", cmp.check_verify), ("graph_vs_eager", cmp.check_graph_vs_eager)):
+                b, p, n = cmp.CHECK_SIZES[model][name]
+                try:
+                    found[name] = check(cfg, device, registry, the_model, batch=b, prompt_len=p, new_tokens=n)
+                except Exception as exc:  # noqa: BLE001 - a failed check is recorded, the comparison still runs
+                    found[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+            progress.update(task, description=f"{against} vs live, {steps_mode}, on {device}: shapes")
+
+        def update(result) -> None:
+            result.checks = found
+            progress.update(task, completed=len(result.shapes))
+            save(result)
+
+        result = cmp.compare(cfg, device, baseline, candidate, shapes, mode=steps_mode, steps=steps, rounds=rounds, ttft_runs=ttft_runs,
+                             profile_n=profile_steps, trace_dir=trace, deadline=start + budget_s if budget_s else None, model=the_model, on_update=update)
+    result.checks = found
+    save(result)
+    console = Console()
+    if format == "json":
+        console.print_json(result.model_dump_json())
+    else:
+        console.print(compare_tables(result))
+    failed = found.get("verify", {}).get("passed") is False or found.get("graph_vs_eager", {}).get("same_tokens") is False
+    raise typer.Exit(1 if failed else 0)
+
+
+def compare_tables(result) -> Table:
+    from patterns.serving import report
+
+    def table(title: str, rows) -> Table:
+        head, body = rows
+        t = Table(title=title, title_justify="left")
+        for i, col in enumerate(head):
+            t.add_column(escape(col), justify="left" if i == 0 and col == "op" else "right")
+        for row in body:
+            t.add_row(*(escape(x) for x in row))
+        return t
+
+    claim = "" if result.device.startswith("cuda") else " (CPU: not a speed claim)"
+    grid = Table.grid()
+    grid.add_row(table(f"decode, {result.baseline} vs {result.candidate}, {result.mode}, on {result.device}{claim}", report.throughput_rows(result)))
+    grid.add_row(table("inter-token latency", report.latency_rows(result)))
+    grid.add_row(table("time to first token (one request)", report.ttft_rows(result)))
+    best = result.best()
+    if best is not None:
+        grid.add_row(table(f"a step at the best shape (batch {best.batch}, context {best.context}), ms; * changed", report.breakdown_rows(result, best)))
+        grid.add_row(escape(report.explain(result, best)))
     return grid
 
 

@@ -51,7 +51,11 @@ from patterns.serving.model import OPS, HybridModel, KVCache, ModelConfig
 from patterns.serving.profile import profile_steps, shares
 
 STEPS, ROUNDS, TTFT_RUNS, PROFILE_STEPS = 16, 8, 3, 4
-BATCHES, CONTEXTS = (1, 8, 32, 64), (4096, 32768)  # the ops' GPU benchmark batches; a short and a long context
+# per preset, (batches, contexts): for h200 the ops' GPU benchmark batches, a short and a long context
+DEFAULT_SHAPES = {"h200": ((1, 8, 32, 64), (4096, 32768)), "small": ((1, 8, 32), (512, 4000)), "tiny": ((1, 4), (8, 32))}
+# per preset, the checks' (batch, prompt, new tokens): the interpreter takes about a second a step of the tiny model
+CHECK_SIZES = {"h200": {"verify": (8, 16, 4), "graph_vs_eager": (8, 64, 32)}, "small": {"verify": (8, 16, 4), "graph_vs_eager": (8, 64, 32)},
+               "tiny": {"verify": (2, 4, 2), "graph_vs_eager": (3, 4, 3)}}
 PROMPT_SEED = 0
 
 

@@ -75,9 +75,10 @@ def serving_rollback(op: str = typer.Argument(..., help="op under kernels/")) ->
 
 
 # the engine and the prefill/KV-transfer benchmark live with the serving stack (torch is imported inside)
-from patterns.serving.cli import engine_command, prefill_command  # noqa: E402
+from patterns.serving.cli import compare_command, engine_command, prefill_command  # noqa: E402
 
 serving_app.command("engine")(engine_command)
+serving_app.command("compare")(compare_command)
 serving_app.command("prefill")(prefill_command)
 
 
@@ -213,6 +214,8 @@ def review_show(
     console.print(f"[bold]hypothesis[/] ({item.hypothesis.source}): {escape(item.hypothesis.text)}")
     console.print(f"[bold]prediction[/]: {escape(item.hypothesis.prediction)}")
     console.print(_trail_table("feedback trail", item.trail))
+    if item.end_to_end is not None:
+        console.print(_end_to_end_line(item.end_to_end))
     try:
         console.print(checks_table(read_bundle(Path(item.bundle))))
     except (OSError, ValueError) as exc:
@@ -232,14 +235,49 @@ def review_accept(
     item_id: str = typer.Argument(..., metavar="ID"),
     by: Optional[str] = typer.Option(None, "--by", help="who accepts (default: the current user)"),
     note: str = typer.Option("", "--note", help="a note kept with the item"),
+    end_to_end: bool = typer.Option(True, "--end-to-end/--no-end-to-end", help="on a GPU, then run the engine with the previous and the new version (patterns serving compare)"),
 ) -> None:
     """Merge the candidate into its target, make it live in the serving registry and record the measurement."""
-    item, m = _store().accept(item_id, by=_who(by), note=note)
+    store = _store()
+    item, m = store.accept(item_id, by=_who(by), note=note)
     console.print(f"accepted {item.id}: merged into {escape(item.target)}; {item.op} v{item.registry_version} is live")
     if m is not None:
         console.print(f"{escape(item.pattern_id)} evidence: {m.metric} {m.ratio:g} on {escape(m.hardware)} ({escape(m.shapes)})", highlight=False)
     else:
         console.print("no measurement recorded: the bundle has no speed ratio and no error ratio that can be formed", highlight=False)
+    if end_to_end:
+        _judge_end_to_end(store, item)
+
+
+def _judge_end_to_end(store, item) -> None:
+    """The engine with the previous and the new version (patterns.agent.endtoend); a failure leaves the accept standing."""
+    import torch
+
+    from patterns.agent.endtoend import EndToEndError, judge, kernel_ratio, run_comparison
+    from patterns.core.types import ServingComparison
+    from patterns.validation.bundle import read_bundle
+
+    bundle = read_bundle(Path(item.bundle))
+    if kernel_ratio(bundle) is None or not torch.cuda.is_available():
+        console.print("end to end: not measured (it needs a GPU bundle and a GPU)", highlight=False)
+        return
+    out = Path(item.bundle).parent / f"{item.id}-end-to-end" / "comparison.json"  # beside the gate's bundle
+    try:
+        with err_console.status(f"end to end: the engine with {item.op}'s previous and new versions…"):
+            path = run_comparison(item, store.registry, out)
+        e2e = judge(item, bundle, ServingComparison.model_validate_json(path.read_bytes()), path)
+    except EndToEndError as exc:
+        err_console.print(f"end to end: not recorded: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return
+    store.record_end_to_end(item.id, e2e)
+    console.print(_end_to_end_line(e2e), highlight=False)
+
+
+def _end_to_end_line(e2e) -> str:
+    kernel = f"kernel {e2e.kernel_ratio:.3g}x, " if e2e.kernel_ratio is not None else ""
+    line = (f"end to end: {kernel}tokens/s {e2e.ratio:.3f}x [{e2e.ci95[0]:.3f}, {e2e.ci95[1]:.3f}] at batch {e2e.shape['batch']}, "
+            f"context {e2e.shape['context']} ({e2e.verdict}; v{e2e.previous_version} -> v{e2e.new_version} on {escape(e2e.hardware)})")
+    return line + (f"\n[bold red]flagged:[/] {escape(e2e.flag)}" if e2e.flag else "")
 
 
 @review_app.command("reject")

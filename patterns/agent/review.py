@@ -37,6 +37,14 @@ worst relative error over the correctness grid divided by the baseline's
 more accurate). When neither can be formed (a candidate with zero error
 against a baseline with some) nothing is appended and accept says so.
 
+End to end: on a GPU, once an item is accepted, `patterns review accept` runs
+the engine with the op's previous and new versions interleaved
+(patterns.agent.endtoend) and `record_end_to_end` stores the result in the
+item (`end_to_end`: the end-to-end ratio beside the kernel ratio, and a flag
+when a kernel win did not show). It comes after the accept's commit point and
+changes nothing the accept wrote: a comparison that fails leaves the accept as
+it is.
+
 Safety: `auto_merge_refusal` is the one rule for merging without a person:
 only an exact, codemod-made rewrite whose gate passed with outputs
 bit-identical to the baseline's. A model's patch, any numerics- or
@@ -55,7 +63,7 @@ from typing import Iterator
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from patterns.core import files
-from patterns.core.types import EvidenceBundle, Measurement, ReviewItem, Safety
+from patterns.core.types import EndToEnd, EvidenceBundle, Measurement, ReviewItem, Safety
 
 INTENT_SUFFIX = ".accept.json"
 AUTO = "agent (--auto-merge-exact)"
@@ -267,6 +275,16 @@ class ReviewStore:
             self._write_intent(intent)  # the commit point
             item = self._finish(item, intent, note)
             return item, intent.measurement
+
+    def record_end_to_end(self, item_id: str, e2e: EndToEnd) -> ReviewItem:
+        """Store the end-to-end judgement of an accepted item (patterns.agent.endtoend)."""
+        with self._locked():
+            item = self.get(item_id)
+            if item.status != "accepted" or item.registry_version != e2e.new_version:
+                raise ReviewError(f"{item.id}: end to end judges v{e2e.new_version}, the item is {item.status} as v{item.registry_version}")
+            item = item.model_copy(update={"end_to_end": e2e})
+            self._write(item)
+            return item
 
     def recover(self) -> list[str]:
         """Finish every accept a crash interrupted after its commit point; the ids finished."""

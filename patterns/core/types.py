@@ -699,6 +699,25 @@ class Attempt(_Strict):
         return (self.pattern_id, json.dumps(self.params, sort_keys=True), self.base)
 
 
+class EndToEnd(_Strict):
+    """An accepted version judged end to end: the engine with the op's previous and new versions interleaved in one
+    process (`patterns serving compare`), beside the gate's kernel ratio; set on the review item after the accept."""
+
+    op: str
+    previous_version: int
+    new_version: int
+    hardware: str
+    kernel_ratio: float | None = Field(None, description="the gate's geometric-mean speed ratio over the op's GPU shapes")
+    ratio: float = Field(description="output tokens/s, new over previous, at the best measured shape (> 1: faster)")
+    ci95: list[float]
+    shape: dict[str, int] = Field(description="that shape: batch and context")
+    op_share: float | None = Field(None, description="the op's share of the previous version's step at that shape")
+    op_ratio: float | None = Field(None, description="the op's time per step, previous over new, in the engine at that shape")
+    verdict: Literal["shows", "within-noise", "slower"]
+    flag: str = Field("", description="set when a kernel win does not show end to end, or the engine got slower: why, in one line")
+    source: str = Field(description="the comparison JSON")
+
+
 class ReviewItem(_Strict):
     """A validated candidate waiting for (or past) a person's decision; stored by patterns.agent.review."""
 
@@ -726,6 +745,7 @@ class ReviewItem(_Strict):
     decided_at: str = ""
     note: str = ""
     registry_version: int | None = None
+    end_to_end: EndToEnd | None = Field(None, description="after the accept, on a GPU: the engine's tokens/s with the previous and the new version")
 
 
 class JournalEvent(_Strict):
