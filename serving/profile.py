@@ -20,7 +20,6 @@ The trace is Chrome trace JSON, opened by https://ui.perfetto.dev.
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +35,8 @@ DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")  # Kineto's categories of w
 
 def triton_kernels(fn: Callable) -> tuple[str, ...]:
     """Names of the Triton kernels defined beside an op's launcher (autotuned and heuristic wrappers unwrapped)."""
-    module = sys.modules.get(getattr(fn, "__module__", ""), None)
     names = []
-    for obj in vars(module).values() if module else ():
+    for obj in getattr(fn, "__globals__", {}).values():  # the launcher's module namespace
         if not type(obj).__module__.startswith("triton."):
             continue
         while hasattr(obj, "fn"):  # Autotuner -> JITFunction -> the Python function
