@@ -251,9 +251,10 @@ class HybridModel:
         v = v.reshape(B, L, HK, D).to(cache.v[i].dtype)
         cache.k[i][page, offset] = k
         cache.v[i][page, offset] = v
-        o = torch.nn.functional.scaled_dot_product_attention(
-            q.reshape(B, L, HQ, D).transpose(1, 2), k.transpose(1, 2).to(q.dtype), v.transpose(1, 2).to(q.dtype), is_causal=True, enable_gqa=True,
-        )
+        # each query head's key/value head, repeated: SDPA's fused kernels then take it (its GQA flag can fall back to
+        # the unfused path, which holds L x L scores: 64 GB at 32k tokens)
+        k, v = (t.transpose(1, 2).to(q.dtype).repeat_interleave(HQ // HK, dim=1) for t in (k, v))
+        o = torch.nn.functional.scaled_dot_product_attention(q.reshape(B, L, HQ, D).transpose(1, 2), k, v, is_causal=True)
         return ops["matmul"](a=o.transpose(1, 2).reshape(B * L, HQ * D), b=w[f"{i}.out"])
 
     # ------------------------------------------------------------------ decode

@@ -13,7 +13,9 @@ the shares are taken against the step time of the timed, unprofiled rounds.
 
 On a CPU (the interpreter, or the PyTorch references) there are no device
 kernels: each op's calls are profiler ranges (`BoundOp.annotate`), and the
-rest of the step is glue. Those times are the interpreter's, never a GPU claim.
+rest of the step is glue. The profiler slows host code down, so there the
+shares are taken of the profiled steps' own wall time (and scaled to the timed
+step). Those times are the interpreter's, never a GPU claim.
 
 The trace is Chrome trace JSON, opened by https://ui.perfetto.dev.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -51,6 +54,7 @@ def triton_kernels(fn: Callable) -> tuple[str, ...]:
 class Profile:
     events: list[dict[str, Any]]
     steps: int
+    wall_ms: float  # the profiled steps' wall time, per step
     kernels: dict[str, tuple[str, ...]]  # op -> its Triton kernels' names
     ops: tuple[str, ...]
 
@@ -64,10 +68,12 @@ def profile_steps(step: Callable[[], None], steps: int, ops: Mapping[str, Any], 
         op.annotate = True
     try:
         with profile(activities=activities) as prof:
+            t0 = time.perf_counter()
             for _ in range(steps):
                 step()
             if device.startswith("cuda"):
                 torch.cuda.synchronize(device)
+            wall_ms = 1e3 * (time.perf_counter() - t0) / steps
     finally:
         for op in ops.values():
             op.annotate = False
@@ -76,7 +82,7 @@ def profile_steps(step: Callable[[], None], steps: int, ops: Mapping[str, Any], 
         path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text()).get("traceEvents", [])
-    return Profile(events=events, steps=steps, kernels={name: op.kernels for name, op in ops.items()}, ops=tuple(ops))
+    return Profile(events=events, steps=steps, wall_ms=wall_ms, kernels={name: op.kernels for name, op in ops.items()}, ops=tuple(ops))
 
 
 def op_of(kernel: str, kernels: Mapping[str, tuple[str, ...]]) -> str:
@@ -107,7 +113,8 @@ def shares(prof: Profile, step_ms: float) -> tuple[str, list[OpShare]]:
         for e in prof.events:
             if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in per_op:
                 per_op[e["name"]] += e["dur"]
-        per_op = {op: us / 1e3 / prof.steps for op, us in per_op.items()}
+        scale = step_ms / prof.wall_ms if prof.wall_ms > 0 else 0.0  # profiled host time, to the timed step's
+        per_op = {op: us / 1e3 / prof.steps * scale for op, us in per_op.items()}
         glue_ms, idle_ms = max(step_ms - sum(per_op.values()), 0.0), 0.0
     rows = [*per_op.items(), (GLUE, glue_ms), (IDLE, idle_ms)]
     return source, [OpShare(op=op, ms_per_step=ms, share=ms / step_ms if step_ms > 0 else 0.0) for op, ms in rows]

@@ -216,7 +216,7 @@ def test_op_shares_from_a_trace() -> None:
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "dur": 20.0},
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "dur": 5000.0},
     ]
-    source, rows = shares(Profile(events=events, steps=2, kernels=kernels, ops=("decode_attention", "matmul")), step_ms=0.5)
+    source, rows = shares(Profile(events=events, steps=2, wall_ms=9.0, kernels=kernels, ops=("decode_attention", "matmul")), step_ms=0.5)
     got = {r.op: round(r.ms_per_step, 6) for r in rows}
     assert source == "device" and got == {"decode_attention": 0.2, "matmul": 0.1, "glue": 0.06, "idle": 0.14}
     assert sum(r.share for r in rows) == pytest.approx(1.0)
