@@ -47,7 +47,7 @@ from patterns.core.stats import bootstrap_ci
 from patterns.core.types import ArmMeasure, ServingComparison, ShapeComparison, StepProfile, TTFTComparison
 from patterns.serving.engine import BoundOp, Engine, EngineError, itl_percentiles
 from patterns.serving.graph import Decoder
-from patterns.serving.model import OPS, HybridModel, KVCache, ModelConfig
+from patterns.serving.model import OPS, PRESETS, HybridModel, KVCache, ModelConfig
 from patterns.serving.profile import profile_steps, shares
 
 STEPS, ROUNDS, TTFT_RUNS, PROFILE_STEPS = 16, 8, 3, 4
@@ -145,7 +145,7 @@ def measure_shape(model: HybridModel, arms: list[Arm], src: KVCache, first: torc
         prof = profile_steps(dec.step, min(profile_n, steps), dec.ops, device, trace)
         step_ms = statistics.median(measures[label].step_ms)
         source, rows = shares(prof, step_ms)
-        profiles.append(StepProfile(arm=label, source=source, step_ms=step_ms, ops=rows, trace=trace.name if trace else ""))
+        profiles.append(StepProfile(arm=label, source=source, step_ms=step_ms, steps=prof.steps, ops=rows, trace=trace.name if trace else ""))
     cache.restore(snap)
     return ShapeComparison(batch=batch, context=src.length, steps=steps, arms=measures, ratio=float(np.median(ratios)), ci95=[lo, hi],
                            ratios=[float(r) for r in ratios], profiles=profiles)
@@ -174,7 +174,8 @@ def compare(cfg: ModelConfig, device: str, baseline: Arm, candidate: Arm, shapes
     """
     model = model or HybridModel(cfg, device)
     arms = [baseline, candidate]
-    result = ServingComparison(device=device, mode=mode, model=cfg.as_dict(), baseline=baseline.label, candidate=candidate.label,
+    preset = next((name for name, c in PRESETS.items() if c == cfg), "")
+    result = ServingComparison(device=device, mode=mode, preset=preset, model=cfg.as_dict(), baseline=baseline.label, candidate=candidate.label,
                                arms={a.label: [op.record for op in a.ops.values()] for a in arms}, environment=environment(device))
     by_context: dict[int, list[int]] = {}
     for batch, context in shapes:

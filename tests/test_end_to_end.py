@@ -35,10 +35,20 @@ AGENT = ROOT / "evidence/gpu/h200-agent/agent-home"
 RUN = AGENT / "runs/decode_attention-20261202T174320041183"
 
 
-def test_compare_interleaves_two_arms_and_profiles_each(tmp_path: Path) -> None:
+SHAPES = [(1, 4), (3, 4), (2, 6)]
+
+
+@pytest.fixture(scope="module")
+def cpu_comparison(tmp_path_factory: pytest.TempPathFactory) -> tuple[ServingComparison, Path]:
+    """Both arms the PyTorch references: the comparison's code path on the CPU."""
+    traces = tmp_path_factory.mktemp("compare") / "traces"
     arms = Arm("a", bind_ops("reference")), Arm("b", bind_ops("reference"))
-    shapes = [(1, 4), (3, 4), (2, 6)]
-    result = compare(CFG, "cpu", *arms, shapes, mode="eager", steps=3, rounds=2, ttft_runs=2, profile_n=2, trace_dir=tmp_path / "traces")
+    return compare(CFG, "cpu", *arms, SHAPES, mode="eager", steps=3, rounds=2, ttft_runs=2, profile_n=2, trace_dir=traces), traces
+
+
+def test_compare_interleaves_two_arms_and_profiles_each(cpu_comparison) -> None:
+    result, traces = cpu_comparison
+    shapes = SHAPES
     assert (result.device, result.mode, result.baseline, result.candidate) == ("cpu", "eager", "a", "b")
     assert sorted((s.batch, s.context) for s in result.shapes) == sorted(shapes)
     for s in result.shapes:
@@ -53,13 +63,43 @@ def test_compare_interleaves_two_arms_and_profiles_each(tmp_path: Path) -> None:
     assert [(t.context, [len(v) for v in t.arms.values()]) for t in result.ttft] == [(6, [2, 2]), (4, [2, 2])]
     # the best shape's traces are kept, Chrome trace JSON with every op's ranges in them
     best = result.best()
-    kept = sorted(p.name for p in (tmp_path / "traces").iterdir())
+    kept = sorted(p.name for p in traces.iterdir())
     assert kept == sorted(p.trace for p in best.profiles) and all(p.trace == "" for s in result.shapes if s is not best for p in s.profiles)
-    events = json.loads((tmp_path / "traces" / kept[0]).read_text())["traceEvents"]
+    events = json.loads((traces / kept[0]).read_text())["traceEvents"]
     assert {e["name"] for e in events if e.get("cat") == "user_annotation"} >= set(OPS)
 
+    arms = Arm("a", bind_ops("reference")), Arm("b", bind_ops("reference"))
     late = compare(CFG, "cpu", *arms, [(1, 4)], mode="eager", steps=2, rounds=2, deadline=time.monotonic())
     assert [s.error for s in late.shapes] == ["not run: out of time"] and late.best() is None
+
+
+def test_evidence_registers_the_agents_accepts_and_renders(cpu_comparison, tmp_path: Path) -> None:
+    """The GPU script's registry is the agent session's: every accepted step, in order, the last one live."""
+    from patterns.serving.evidence import register, render_folder
+
+    reg = Registry(tmp_path / "registry")
+    done = register(AGENT, reg)
+    assert [(i.op, i.pattern_id, v) for i, v in done] == [
+        ("decode_attention", "split_kv_lse_merge", 2), ("matmul", "autotune_configs_keys", 2), ("kda_decode", "split_underfilled_grid", 2),
+        ("kda_decode", "cache_eviction_hints", 3), ("decode_attention", "gqa_head_grouping", 3), ("matmul", "autotune_configs_keys", 3),
+    ]
+    live = {op: reg.live(op) for op in OPS}
+    assert {op: (v.version, v.pattern) for op, v in live.items()} == {
+        "kda_decode": (3, "cache_eviction_hints"), "decode_attention": (3, "gqa_head_grouping"), "rmsnorm_gate": (1, ""), "matmul": (3, "autotune_configs_keys")}
+    assert live["decode_attention"].sha256 == ReviewItem.model_validate_json((AGENT / "reviews/decode_attention-8ed8f903fe.json").read_bytes()).candidate_sha256
+
+    result, traces = cpu_comparison
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "compare.json").write_text(result.model_dump_json())
+    for t in traces.iterdir():
+        shutil.copy(t, results / t.name)
+    readme = render_folder(results, tmp_path / "evidence", AGENT)
+    text = readme.read_text()
+    best = result.best()
+    assert f"## The best shape: batch {best.batch}, context {best.context}, {best.ratio:.3f}x" in text
+    assert "| decode_attention | v-" not in text and "split_kv_lse_merge 2.40x → gqa_head_grouping 3.47x" in text
+    assert sorted(p.name for p in (tmp_path / "evidence").iterdir()) == sorted(["README.md", "compare.json", *(p.trace for p in best.profiles)])
 
 
 def test_the_baseline_arm_pins_versions() -> None:

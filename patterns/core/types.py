@@ -583,6 +583,7 @@ class StepProfile(_Strict):
     arm: str
     source: Literal["device", "host"] = Field(description="device: kernel times from the GPU trace; host: profiler ranges around each op (eager, CPU)")
     step_ms: float = Field(description="the step's time in the timed rounds (the shares' denominator)")
+    steps: int = Field(description="decode steps profiled")
     ops: list[OpShare]
     trace: str = Field("", description="Chrome trace JSON (Perfetto) of the profiled steps, when kept")
 
@@ -620,6 +621,7 @@ class ServingComparison(_Strict):
 
     device: str
     mode: Literal["eager", "graph"]
+    preset: str = Field("", description="the model preset's name (serving/model.py PRESETS), when it was one")
     model: dict[str, Any]
     baseline: str = Field(description="the first arm's label, e.g. 'v1' or 'kda_decode=v2'")
     candidate: str = Field(description="the second arm's label, e.g. 'live'")
