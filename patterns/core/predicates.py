@@ -906,20 +906,24 @@ _GATE_MATH = [r"(.*[._])?(exp|exp2|log|log2|sigmoid|softplus|sqrt|rsqrt|tanh)"]
 
 
 @predicate()
-def hoisted_loop_constants(s: Subject) -> Verdict:
-    """Values loaded outside every loop and transformed there (exp, log, sigmoid, softplus, sqrt, ...) that a loop then uses: per-head factors derived once, not per iteration."""
+def hoisted_loop_constants(s: Subject, *, transformed: bool = False) -> Verdict:
+    """Values loaded outside every loop that a loop then uses (transformed: only those also put through exp, log, sigmoid, softplus, sqrt, ... there): constants read and derived once, not per iteration."""
     k = _kernel(s)
     in_loops = {v for lp in k.loops for v in lp.assigned}
-    loaded_outside = set(k.loaded) - in_loops
     used_in_loops = {v for c in k.calls if c.loops for v in c.depends_on}
     for c in k.calls:
-        reads = bool(set(c.depends_on) & loaded_outside) or any("load(" in a for a in c.args)
-        if c.loops or c.via or not _call_matches(c, _GATE_MATH) or not reads:
+        if c.loops or c.via:
+            continue
+        math = _call_matches(c, _GATE_MATH)
+        if c.name != "tl.load" and not (math and (set(c.depends_on) & set(k.loaded) or any("load(" in a for a in c.args))):
+            continue
+        if transformed and not math:
             continue
         derived = [v for v, (line, _) in k.assigns.items() if line == c.line and v not in in_loops]
-        if any(v in used_in_loops for v in derived):
-            return Verdict(ok=True, lines=[c.line], reasons=[f"`{_code(c)}` computed once before the loop (line {c.line})"])
-    return Verdict(ok=False, reasons=["no loop constant derived before the loop"])
+        used = [v for v in derived if v in used_in_loops]
+        if used:
+            return Verdict(ok=True, lines=[c.line], reasons=[f"{used[0]} = `{_code(c)}` once before the loop (line {c.line})"])
+    return Verdict(ok=False, reasons=["no loop constant loaded before the loop"])
 
 
 @predicate()
