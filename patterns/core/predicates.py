@@ -833,7 +833,7 @@ def welford_update(s: Subject) -> Verdict:
     return Verdict(ok=False, reasons=["no accumulator of (x - new mean) * (x - old mean)"])
 
 
-_TUNER_DECORATOR = re.compile(r"(?i)(auto)?tun(e|er|ing)\w*")
+_TUNER_DECORATOR = re.compile(r"(?i)tun(e|er|ing)")
 _CONFIG_SOURCE = re.compile(r"(?i)(config|cfg|tun|best|lookup|table|meta)")
 
 
@@ -843,7 +843,7 @@ def tuned_elsewhere(s: Subject) -> Verdict:
     k = _kernel(s)
     for d in k.decorators:
         last = d.rsplit(".", 1)[-1]
-        if d != "triton.autotune" and _TUNER_DECORATOR.fullmatch(last):
+        if d != "triton.autotune" and _TUNER_DECORATOR.search(last):
             return Verdict(ok=True, lines=[k.line], reasons=[f"tuned by @{d} (line {k.line})"])
     for name, text in s.file.constants.items():
         if re.search(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", text, re.S):
