@@ -25,7 +25,7 @@ Pipeline (one module per step):
     llm.py       optional: an OpenAI-compatible model writes a draft's prose, checked.
     run.py       the pipeline and its JSON report; cli.py the command; bench.py timing.
 
-Drafts are `patterns.core.types.Draft`: a Pattern whose mechanical fields (id, title,
+Drafts are `patterns.core.records.Draft`: a Pattern whose mechanical fields (id, title,
 category guess, present_when = the cluster's signature as predicates, evidence,
 tags) are filled and validated, and whose prose fields may be empty until a
 person (or a checked LLM answer) writes them; `Draft.missing()` lists what still

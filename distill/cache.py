@@ -22,7 +22,7 @@ _EXTRACTOR_MODULES = ("patterns.core.facts", "patterns.core.ast_facts", "pattern
 
 @lru_cache(maxsize=1)
 def extractor_key() -> str:
-    """The extractors' sources, the record schema (not the rest of types.py) and parser versions."""
+    """The extractors' sources, FileRecord's JSON schema and the parser versions."""
     import importlib
     from importlib import metadata
 

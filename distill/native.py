@@ -11,7 +11,7 @@ import bisect
 import re
 from functools import lru_cache
 
-from patterns.core.types import NativeConstruct, NativeFileFacts, NativeFunctionFacts, PybindBinding
+from patterns.core.facts_types import NativeConstruct, NativeFileFacts, NativeFunctionFacts, PybindBinding
 
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".hpp", ".h", ".hh", ".inl", ".hip")
 

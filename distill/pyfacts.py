@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from patterns.core import ast_facts
 from patterns.core.facts import _MODULE_ALIASES, FactsError
-from patterns.core.types import CallSite, FileFacts, LaunchFacts
+from patterns.core.facts_types import CallSite, FileFacts, LaunchFacts
 
 # decorators that make (or wrap) a Triton kernel; the extractor decides the rest
 _KERNEL_DECORATOR = re.compile(r"(^|\.)(\w*jit|\w*autotune|\w*heuristics|kernel|constexpr_function)$")

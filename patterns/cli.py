@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from patterns.core.library import Entry, LibraryError, check_entry, get, load_library
-from patterns.core.types import BottleneckClass, Category, Safety, Status
+from patterns.core.schema import BottleneckClass, Category, Safety, Status
 
 app = typer.Typer(
     name="patterns",

@@ -28,7 +28,9 @@ from patterns.distill.sources import resolve
 from patterns.core.facts import extract_source
 from patterns.core.library import load_library
 from patterns.core.predicates import Subject, evaluate
-from patterns.core.types import Condition, Draft, FileFacts, Pattern
+from patterns.core.facts_types import FileFacts
+from patterns.core.records import Draft
+from patterns.core.schema import Condition, Pattern
 
 from openai_stub_server import Error, serve
 

@@ -17,15 +17,7 @@ import tokenize
 from dataclasses import dataclass, field
 
 from patterns.core.facts import _FLOAT_DTYPES, _JIT_DECORATORS, _MODULE_ALIASES, FactsError
-from patterns.core.types import (
-    AutotuneFacts,
-    CallSite,
-    FileFacts,
-    KernelFacts,
-    LaunchFacts,
-    LoopFacts,
-    Param,
-)
+from patterns.core.facts_types import AutotuneFacts, CallSite, FileFacts, KernelFacts, LaunchFacts, LoopFacts, Param
 
 # augmented-assignment operators by the names accumulator facts use (`add:<expr>`)
 _AUG_OPS = {

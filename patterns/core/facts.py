@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patterns.core.types import FileFacts
+from patterns.core.facts_types import FileFacts
 
 # Aliases upstream code uses for the Triton namespaces; normalised so that a
 # predicate can ask for "tl.dot" whatever the file imported.
@@ -35,11 +35,12 @@ def extract_source(source: str, path: str = "<string>") -> FileFacts:
 
 
 def extractor_digest() -> str:
-    """The extractor's own sources: what anything derived from facts must be rebuilt for when they change."""
+    """The extractor's own sources and the facts' types: what anything derived from facts must be
+    rebuilt for when they change (the pattern schema and the records are not among them)."""
     import hashlib
 
     h = hashlib.sha256()
-    for mod in (__file__, Path(__file__).with_name("ast_facts.py"), Path(__file__).with_name("types.py")):
+    for mod in (__file__, Path(__file__).with_name("ast_facts.py"), Path(__file__).with_name("facts_types.py")):
         h.update(Path(mod).read_bytes())
     return h.hexdigest()
 

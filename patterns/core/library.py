@@ -1,6 +1,6 @@
 """Loading and checking the curated library: one folder per pattern.
 
-    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.core.types.Pattern)
+    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.core.schema.Pattern)
     patterns/library/<id>/before.py      Triton kernel + launcher without the technique
     patterns/library/<id>/after.py       the same op with it
     patterns/library/<id>/reference.py   make_inputs(shape, seed) and reference(**inputs) in plain PyTorch
@@ -23,7 +23,8 @@ from pydantic import ValidationError
 
 from patterns.core.facts import FactsError, extract_file, write_atomic
 from patterns.core.predicates import PREDICATES, Subject, evaluate
-from patterns.core.types import FileFacts, Pattern, Verdict
+from patterns.core.facts_types import FileFacts
+from patterns.core.schema import Pattern, Verdict
 
 LIBRARY_DIR = Path(__file__).parents[1] / "library"
 EXAMPLE_FILES = ("before.py", "after.py", "reference.py")
@@ -121,7 +122,7 @@ def _source_digest() -> str:
     """The schema, predicate and loading sources: read at import, so a process started before
     an edit never takes a snapshot that newer code (say, a new predicate) wrote."""
     h = hashlib.sha256(f"{sorted(PREDICATES)}".encode())
-    for module in ("types.py", "predicates.py", "library.py"):
+    for module in ("schema.py", "predicates.py", "library.py"):
         h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 

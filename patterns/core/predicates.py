@@ -15,7 +15,8 @@ from typing import Callable, Literal
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from patterns.core.types import CallSite, Condition, FileFacts, KernelFacts, Verdict
+from patterns.core.facts_types import CallSite, FileFacts, KernelFacts
+from patterns.core.schema import Condition, Verdict
 
 
 @dataclass(frozen=True)
