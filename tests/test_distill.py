@@ -101,6 +101,16 @@ def test_native_construct(kind, file, fn, expected):
     assert holds({"native_construct": {"kinds": [kind]}}, native_fn(NATIVE / file, fn)) is expected
 
 
+def test_native_kinds_are_the_core_vocabulary():
+    """The extractor produces only the kinds the core declares, which the native_construct predicate accepts."""
+    from patterns.core.facts_types import NATIVE_KINDS
+    from patterns.distill.native import RULES
+
+    produced = {c.kind for f in NATIVE.iterdir() for c in extract_native(f.read_bytes(), f.name).all_constructs()}
+    assert set(RULES) <= set(NATIVE_KINDS) and produced <= set(NATIVE_KINDS)
+    assert produced - set(RULES) == set(NATIVE_KINDS) - set(RULES)  # each kind read from the tree occurs in a fixture
+
+
 def test_template_specialization_is_file_level():
     nat = extract_native((NATIVE / "tma_pipeline.cuh").read_bytes(), "x.cuh")
     spec = [c for c in nat.constructs if c.kind == "template_specialization"]

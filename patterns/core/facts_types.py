@@ -111,10 +111,39 @@ class KernelFacts(_Facts):
         return next((p for p in self.params if p.name == name), None)
 
 
+# The CUDA/C++ constructs the native extractor (patterns.distill.native) recognises,
+# kind -> what it is: the vocabulary of NativeConstruct.kind and of the
+# native_construct predicate's `kinds`. The extractor recognises most by name
+# (its RULES), the last five from the syntax tree.
+NATIVE_KINDS: dict[str, str] = {
+    "tma_copy": "bulk tensor copy through the Tensor Memory Accelerator",
+    "tma_descriptor": "TMA tensor-map descriptor made, passed or prefetched",
+    "mbarrier": "shared-memory transaction barrier (mbarrier) for async copies",
+    "wgmma": "Hopper warpgroup MMA (wgmma.mma_async)",
+    "umma": "Blackwell tcgen05 / UMMA tensor-core MMA",
+    "mma": "warp-level mma.sync / WMMA tensor-core MMA",
+    "reg_realloc": "warpgroup register reallocation (setmaxnreg) between producer and consumer warps",
+    "cluster": "thread-block cluster / TMA multicast",
+    "pdl": "programmatic dependent launch (griddepcontrol)",
+    "fp8": "FP8 element types",
+    "cp_async": "Ampere cp.async copies",
+    "warp_shuffle": "warp shuffles and warp reductions",
+    "atomic": "global atomics",
+    "gil_release": "releases the Python GIL",
+    "gil_acquire": "takes the Python GIL",
+    "blocking_wait": "host call that blocks until something else finishes",
+    "persistent_loop": "a loop that fetches the next tile from a scheduler or strides by the grid (persistent kernel)",
+    "scale_promotion": "scaled partial results accumulated into a higher-precision accumulator (`acc += scale * partial`)",
+    "template_specialization": "explicit template specialisation (`template <>`)",
+    "constexpr_dispatch": "`if constexpr` branches specialised at compile time",
+    "launch_bounds": "__launch_bounds__ on a kernel",
+}
+
+
 class NativeConstruct(_Facts):
     """One recognised CUDA/C++ construct (a TMA copy, an mbarrier, a wgmma, ...) at a line."""
 
-    kind: str = Field(description="construct kind, e.g. tma_copy, mbarrier, wgmma, reg_realloc (patterns.distill.native.KINDS)")
+    kind: str = Field(description="construct kind, one of NATIVE_KINDS, e.g. tma_copy, mbarrier, wgmma, reg_realloc")
     name: str = Field(description="the call, type or PTX instruction that was recognised")
     line: int
 
