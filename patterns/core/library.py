@@ -13,6 +13,7 @@ import hashlib
 import os
 import pickle
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -200,8 +201,12 @@ def present(pattern: Pattern, facts: FileFacts, kernel: str | None = None) -> Ve
     return best
 
 
-def check_entry(entry: Entry) -> list[str]:
-    """Static checks of one pattern folder (no kernels run): one line per problem."""
+def check_entry(entry: Entry, rewrites: Collection[str] | None = None) -> list[str]:
+    """Static checks of one pattern folder (no kernels run): one line per problem.
+
+    `rewrites`: the names of the automatic rewrites there are, to check the declared
+    one against (the caller asks the rewriter; the core does not import it).
+    """
     problems = []
     p = entry.pattern
     if not entry.has_examples():
@@ -228,9 +233,6 @@ def check_entry(entry: Entry) -> list[str]:
     for name in ("before.py", "after.py"):
         if not any(la.function == p.example.entry for la in facts[name].launches) and p.example.entry not in facts[name].host_functions:
             problems.append(f"{entry.file(name)}: example.entry: no function '{p.example.entry}'")
-    if p.transformation.rewrite:
-        from patterns.rewriter import REWRITES
-
-        if p.transformation.rewrite not in REWRITES:
-            problems.append(f"{entry.file('pattern.yaml')}: transformation.rewrite: no rewrite named '{p.transformation.rewrite}'")
+    if p.transformation.rewrite and rewrites is not None and p.transformation.rewrite not in rewrites:
+        problems.append(f"{entry.file('pattern.yaml')}: transformation.rewrite: no rewrite named '{p.transformation.rewrite}'")
     return problems
