@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from patterns.core.stats import bootstrap_ci
-from patterns.core.types import ArmMeasure, ServingComparison, ShapeComparison, StepProfile, TTFTComparison
+from patterns.core.records import ArmMeasure, ServingComparison, ShapeComparison, StepProfile, TTFTComparison
 from patterns.serving.engine import BoundOp, Engine, EngineError, itl_percentiles
 from patterns.serving.graph import Decoder
 from patterns.serving.model import OPS, PRESETS, HybridModel, KVCache, ModelConfig

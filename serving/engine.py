@@ -41,7 +41,7 @@ from typing import Any, Callable, Literal, Mapping
 
 import torch
 
-from patterns.core.types import EngineOp, EngineReport
+from patterns.core.records import EngineOp, EngineReport
 from patterns.serving.graph import CaptureError, Decoder, bucket
 from patterns.serving.model import OPS, HybridModel, ModelConfig
 

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from patterns.core.files import sha256_file, write_atomic
-from patterns.core.types import ReviewItem, ServingComparison
+from patterns.core.records import ReviewItem, ServingComparison
 from patterns.serving import report
 from patterns.serving.model import OPS
 
@@ -94,7 +94,7 @@ def kernel_benchmarks(batch: int, evidence: Path = EVIDENCE) -> dict[str, str]:
 
 def gate_chain(home: Path) -> dict[str, list[str]]:
     """Per op, each accepted step: its pattern and the gate's geometric-mean ratio over the version it was built on."""
-    from patterns.core.types import EvidenceBundle
+    from patterns.core.records import EvidenceBundle
 
     chain: dict[str, list[str]] = {}
     for item in accepted_items(home):

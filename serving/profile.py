@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from patterns.core.types import OpShare
+from patterns.core.records import OpShare
 
 GLUE, IDLE = "glue", "idle"
 DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")  # Kineto's categories of what the device ran

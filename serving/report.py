@@ -1,11 +1,11 @@
-"""Tables of an end-to-end comparison (patterns.core.types.ServingComparison), as rows.
+"""Tables of an end-to-end comparison (patterns.core.records.ServingComparison), as rows.
 
 The same rows feed the terminal (serving/cli.py, rich) and the committed
 evidence (serving/evidence.py, Markdown), so the two never disagree.
 """
 from __future__ import annotations
 
-from patterns.core.types import ServingComparison, ShapeComparison, StepProfile
+from patterns.core.records import ServingComparison, ShapeComparison, StepProfile
 from patterns.serving.profile import GLUE, IDLE
 
 Rows = tuple[list[str], list[list[str]]]

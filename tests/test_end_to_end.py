@@ -22,7 +22,7 @@ from patterns.agent.endtoend import EndToEndError, judge, kernel_ratio, previous
 from patterns.agent.review import ReviewError, ReviewStore
 from patterns.cli import app
 from patterns.core.library import LIBRARY_DIR
-from patterns.core.types import (ArmMeasure, EngineOp, OpShare, ReviewItem, ServingComparison, ShapeComparison, StepProfile)
+from patterns.core.records import (ArmMeasure, EngineOp, OpShare, ReviewItem, ServingComparison, ShapeComparison, StepProfile)
 from patterns.serving.compare import Arm, against_versions, compare
 from patterns.serving.engine import EngineError, bind_ops
 from patterns.serving.model import OPS, ModelConfig

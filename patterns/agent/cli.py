@@ -254,7 +254,7 @@ def _judge_end_to_end(store, item) -> None:
     import torch
 
     from patterns.agent.endtoend import EndToEndError, judge, kernel_ratio, run_comparison
-    from patterns.core.types import ServingComparison
+    from patterns.core.records import ServingComparison
     from patterns.validation.bundle import read_bundle
 
     bundle = read_bundle(Path(item.bundle))

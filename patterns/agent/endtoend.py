@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patterns.core.types import EndToEnd, EvidenceBundle, ReviewItem, ServingComparison
+from patterns.core.records import EndToEnd, EvidenceBundle, ReviewItem, ServingComparison
 
 E2E_FLOOR = 0.01
 KERNEL_FLOOR = 0.02  # the gate's noise floor (patterns.validation.perf.NOISE_FLOOR)

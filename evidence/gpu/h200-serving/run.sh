@@ -7,7 +7,7 @@
 # (the same set as evidence/gpu/h200-engine/run.sh: pydantic and its dependencies, platformdirs, libcst, ...):
 #     bash evidence/gpu/h200-serving/run.sh
 # It stays under 8 minutes (the comparison starts no new shape after BUDGET_S and is killed at LIMIT_S) and writes
-# to $OUT: compare.json (patterns.core.types.ServingComparison, rewritten after every shape), the best shape's two
+# to $OUT: compare.json (patterns.core.records.ServingComparison, rewritten after every shape), the best shape's two
 # profiler traces (trace-B*-L*-v1.json, trace-B*-L*-live.json; Perfetto), run.log, status.txt and gpu.txt.
 # Back here, the committed evidence: python -m patterns.serving.evidence render DIR --out evidence/gpu/h200-serving
 #
