@@ -142,10 +142,19 @@ def measure_shape(model: HybridModel, arms: list[Arm], src: KVCache, first: torc
         cache.restore(snap)
         dec.tokens.copy_(first.expand(batch))
         trace = trace_dir / f"trace-B{batch}-L{src.length}-{re.sub(r'[^A-Za-z0-9._-]', '-', label)}.json" if trace_dir else None
-        prof = profile_steps(dec.step, min(profile_n, steps), dec.ops, device, trace)
         step_ms = statistics.median(measures[label].step_ms)
+        prof = profile_steps(dec.step, min(profile_n, steps), dec.ops, device, trace)
         source, rows = shares(prof, step_ms)
-        profiles.append(StepProfile(arm=label, source=source, step_ms=step_ms, steps=prof.steps, ops=rows, trace=trace.name if trace else ""))
+        replayed = dec.graph is not None
+        if replayed and not any(r.ms_per_step > 0 for r in rows[:len(OPS)]):
+            # a profiler that saw no kernel of the graph's replays: the same kernels, launched eagerly
+            cache.restore(snap)
+            dec.tokens.copy_(first.expand(batch))
+            prof = profile_steps(lambda: dec.step(eager=True), min(profile_n, steps), dec.ops, device, trace)
+            source, rows = shares(prof, step_ms)
+            replayed = False
+        profiles.append(StepProfile(arm=label, source=source, step_ms=step_ms, steps=prof.steps, replayed=replayed, ops=rows,
+                                    trace=trace.name if trace else ""))
     cache.restore(snap)
     return ShapeComparison(batch=batch, context=src.length, steps=steps, arms=measures, ratio=float(np.median(ratios)), ci95=[lo, hi],
                            ratios=[float(r) for r in ratios], profiles=profiles)
@@ -169,7 +178,7 @@ def compare(cfg: ModelConfig, device: str, baseline: Arm, candidate: Arm, shapes
     """Both arms at every (batch, context) shape, longest contexts and largest batches first (see the module doc).
 
     `deadline` (time.monotonic()) stops starting new shapes; a shape that runs out of
-    memory or time is recorded with its error. `trace_dir` keeps the Chrome traces of
+    memory or time, or fails (a step that cannot be captured, say), is recorded with its error. `trace_dir` keeps the Chrome traces of
     the best shape (the highest ratio); `on_update` sees the result after every shape.
     """
     model = model or HybridModel(cfg, device)
@@ -208,6 +217,8 @@ def compare(cfg: ModelConfig, device: str, baseline: Arm, candidate: Arm, shapes
                         result.shapes.append(measure_shape(model, arms, src, first, batch, steps, rounds, mode, profile_n, scratch))
                     except torch.cuda.OutOfMemoryError as exc:
                         result.shapes.append(ShapeComparison(batch=batch, context=context, steps=steps, error=f"out of memory: {str(exc).splitlines()[0]}"))
+                    except Exception as exc:  # noqa: BLE001 - a capture or a kernel that fails at one shape is recorded; the others still run
+                        result.shapes.append(ShapeComparison(batch=batch, context=context, steps=steps, error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"))
                     finally:
                         gc.collect()
                         if device.startswith("cuda"):

@@ -124,7 +124,7 @@ def _profile_note(result: ServingComparison) -> str:
     if not profiles:
         return "No step was profiled."
     n, device = profiles[0].steps, profiles[0].source == "device"
-    how = (f"device kernel times from a torch.profiler trace of {n} {'graph replays' if result.mode == 'graph' else 'eager steps'} per arm "
+    how = (f"device kernel times from a torch.profiler trace of {n} {'graph replays' if all(p.replayed for p in profiles) else 'eager steps'} per arm "
            "(kernels assigned to ops by name)" if device else f"host profiler ranges around each op call over {n} eager steps per arm")
     return f"Each op's time: {how}; glue: the PyTorch work between ops; idle: the rest of the timed step."
 

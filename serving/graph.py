@@ -94,9 +94,9 @@ class Decoder:
         self._set_calls(calls)
         self.graph = graph
 
-    def step(self) -> None:
-        """One token per sequence, from the tokens in `self.tokens` to the next ones (in place)."""
-        if self.graph is not None:
+    def step(self, eager: bool = False) -> None:
+        """One token per sequence, from the tokens in `self.tokens` to the next ones (in place); `eager` even with a graph."""
+        if self.graph is not None and not eager:
             self.graph.replay()
             for name, n in self._calls_per_step.items():
                 self.ops[name].record.calls += n

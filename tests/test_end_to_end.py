@@ -163,7 +163,7 @@ def _comparison(ratio: float, ci: tuple[float, float], share: float, op_ratio: f
         return [EngineOp(op=op, impl="live", version=version if op == "decode_attention" else 1, file=f"{op}.py") for op in OPS]
 
     def profile(arm: str, attention_ms: float) -> StepProfile:
-        return StepProfile(arm=arm, source="device", step_ms=10.0, ops=[OpShare(op="decode_attention", ms_per_step=attention_ms, share=attention_ms / 10)])
+        return StepProfile(arm=arm, source="device", step_ms=10.0, steps=4, ops=[OpShare(op="decode_attention", ms_per_step=attention_ms, share=attention_ms / 10)])
 
     arm = ArmMeasure(tokens_per_s=1.0, itl_ms_p50=1.0, itl_ms_p99=1.0, step_ms=[1.0])
     shape = ShapeComparison(batch=32, context=32768, steps=16, arms={"decode_attention=1": arm, "live": arm}, ratio=ratio, ci95=list(ci),

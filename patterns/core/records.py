@@ -148,6 +148,7 @@ class StepProfile(StrictModel):
     source: Literal["device", "host"] = Field(description="device: kernel times from the GPU trace; host: profiler ranges around each op (eager, CPU)")
     step_ms: float = Field(description="the step's time in the timed rounds (the shares' denominator)")
     steps: int = Field(description="decode steps profiled")
+    replayed: bool = Field(False, description="the profiled steps were graph replays (else eager steps: the same kernels, launched one by one)")
     ops: list[OpShare]
     trace: str = Field("", description="Chrome trace JSON (Perfetto) of the profiled steps, when kept")
 
