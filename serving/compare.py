@@ -223,11 +223,11 @@ def compare(cfg: ModelConfig, device: str, baseline: Arm, candidate: Arm, shapes
                         gc.collect()
                         if device.startswith("cuda"):
                             torch.cuda.empty_cache()
+                    if trace_dir is not None:
+                        _keep_best_traces(result, scratch, trace_dir)
                     if on_update:
                         on_update(result)
                 del src
-        if trace_dir is not None:
-            _keep_best_traces(result, scratch, trace_dir)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -235,13 +235,20 @@ def compare(cfg: ModelConfig, device: str, baseline: Arm, candidate: Arm, shapes
 
 
 def _keep_best_traces(result: ServingComparison, scratch: Path, trace_dir: Path) -> None:
+    """The best shape so far keeps its traces in `trace_dir`; every other shape's are deleted (after each shape, so a run
+    stopped from outside still leaves the best one it measured)."""
     best = result.best()
     for shape in result.shapes:
         for p in shape.profiles:
-            if shape is best and p.trace:
-                trace_dir.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(scratch / p.trace), trace_dir / p.trace)
+            if not p.trace:
+                continue
+            if shape is best:
+                if (scratch / p.trace).exists():
+                    trace_dir.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(scratch / p.trace), trace_dir / p.trace)
             else:
+                (scratch / p.trace).unlink(missing_ok=True)
+                (trace_dir / p.trace).unlink(missing_ok=True)
                 p.trace = ""
 
 

@@ -4,7 +4,11 @@
 # replayed from CUDA graphs, at batch 1/8/32/64 and contexts of 4k and 32k tokens of the h200 preset.
 #
 # One command, from the repository root on the GPU machine, with OUT set and the wheels the machine lacks in .whl/
-# (the same set as evidence/gpu/h200-engine/run.sh: pydantic and its dependencies, platformdirs, libcst, ...):
+# (2.8 MB; fetched here, in the repository root, with
+#     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+#         pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.7.0 typing-inspection==0.4.5 typing-extensions==4.16.0
+# and carried with the call):
 #     bash evidence/gpu/h200-serving/run.sh
 # It stays under 8 minutes (the comparison starts no new shape after BUDGET_S and is killed at LIMIT_S) and writes
 # to $OUT: compare.json (patterns.core.records.ServingComparison, rewritten after every shape), the best shape's two
