@@ -122,6 +122,9 @@ def measure_shape(model: HybridModel, arms: list[Arm], src: KVCache, first: torc
     snap = cache.snapshot()
     for dec in decs.values():
         dec.prepare()
+        dec.step()  # untimed: an eager arm compiles its kernels for this batch, a graph's first replay uploads it
+        cache.restore(snap)
+        dec.tokens.copy_(first.expand(batch))
     stamps: dict[str, list[list[float]]] = {a.label: [] for a in arms}
     for order in _orders(list(decs), rounds):
         for label in order:

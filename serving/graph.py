@@ -101,7 +101,9 @@ class Decoder:
             for name, n in self._calls_per_step.items():
                 self.ops[name].record.calls += n
         else:
-            self.logits = self._step()
+            logits = self._step()
+            if self.graph is None:  # else `logits` stays the graph's output, which its replays write
+                self.logits = logits
         self.cache.advance(1)
 
     def _calls(self) -> dict[str, int]:
