@@ -45,7 +45,7 @@ import torch
 
 from patterns.core.stats import bootstrap_ci
 from patterns.core.records import ArmMeasure, ServingComparison, ShapeComparison, StepProfile, TTFTComparison
-from patterns.serving.engine import BoundOp, Engine, EngineError, itl_percentiles
+from patterns.serving.engine import BoundOp, Engine, EngineError, itl_percentiles, sync
 from patterns.serving.graph import Decoder
 from patterns.serving.model import OPS, PRESETS, HybridModel, KVCache, ModelConfig
 from patterns.serving.profile import profile_steps, shares
@@ -78,15 +78,10 @@ def against_versions(spec: str) -> dict[str, int]:
     return pins
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-
-
 def _ttft(model: HybridModel, ops, prompt: torch.Tensor) -> tuple[float, KVCache, torch.Tensor]:
     """One request's time to first token (ms): its prefill and its first token on the host."""
     cache = model.new_cache(1, prompt.shape[1] + 1)
-    _sync(model.device)
+    sync(model.device)
     t0 = time.perf_counter()
     logits = model.prefill(prompt, cache, ops)
     logits.argmax(-1).cpu()
@@ -95,7 +90,7 @@ def _ttft(model: HybridModel, ops, prompt: torch.Tensor) -> tuple[float, KVCache
 
 def _decode_round(dec: Decoder, steps: int) -> list[float]:
     """Seconds from the round's start to each step's tokens reaching the host."""
-    _sync(dec.model.device)
+    sync(dec.model.device)
     t0 = time.perf_counter()
     stamps = []
     for _ in range(steps):

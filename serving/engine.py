@@ -154,7 +154,8 @@ def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = F
     return bound
 
 
-def _sync(device: str) -> None:
+def sync(device: str) -> None:
+    """Wait for the device (a no-op on the CPU)."""
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
 
@@ -199,19 +200,19 @@ class Engine:
         cache.reset()
         rows = dec.tokens.shape[0]
         padded = torch.cat([prompts, prompts[-1:].expand(rows - B, -1)]) if rows > B else prompts  # a bucket's spare rows
-        _sync(self.device)
+        sync(self.device)
         start = time.perf_counter()
         logits = self.model.prefill(padded, cache, self.ops)
         dec.tokens.copy_(logits.argmax(-1))
         out = [dec.tokens[:B].clone()]
-        _sync(self.device)
+        sync(self.device)
         stamps = [time.perf_counter() - start]
         cache.reserve(new_tokens - 1)
         dec.prepare()  # warm-up and capture on the bucket's first use: in the warm-up generation
         for _ in range(new_tokens - 1):
             dec.step()
             out.append(dec.tokens[:B].clone())
-            _sync(self.device)  # a server hands each token to its client: the step is over when the host has it
+            sync(self.device)  # a server hands each token to its client: the step is over when the host has it
             stamps.append(time.perf_counter() - start)
             logits = dec.logits
         return torch.stack(out, dim=1), stamps, logits[:B]
