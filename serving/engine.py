@@ -225,15 +225,15 @@ class Engine:
             raise EngineError(f"new tokens must be at least 2 to have an inter-token latency (got {new_tokens})")
         if prompts.shape[1] + new_tokens > self.cfg.max_len:
             raise EngineError(f"prompt {prompts.shape[1]} + {new_tokens} new tokens exceed the model's max_len {self.cfg.max_len}")
-        with torch.inference_mode():
-            if warmup:
-                self.run(prompts, 2)
-                for op in self.ops.values():
-                    op.record.calls = 0
-            try:
+        try:
+            with torch.inference_mode():
+                if warmup:
+                    self.run(prompts, 2)
+                    for op in self.ops.values():
+                        op.record.calls = 0
                 tokens, stamps, _ = self.run(prompts, new_tokens)
-            except CaptureError as e:
-                raise EngineError(f"{e}: run with --mode eager") from None
+        except CaptureError as e:
+            raise EngineError(f"{e}: run with --mode eager") from None
         itl = [b - a for a, b in zip(stamps, stamps[1:])]
         p50, p99 = itl_percentiles(itl)
         return EngineReport(
