@@ -46,7 +46,7 @@ import torch
 from patterns.core.stats import bootstrap_ci
 from patterns.core.records import ArmMeasure, ServingComparison, ShapeComparison, StepProfile, TTFTComparison
 from patterns.serving.engine import BoundOp, Engine, EngineError, itl_percentiles, sync
-from patterns.serving.graph import Decoder
+from patterns.serving.graph import CaptureError, Decoder
 from patterns.serving.model import OPS, PRESETS, HybridModel, KVCache, ModelConfig
 from patterns.serving.profile import profile_steps, shares
 
@@ -212,7 +212,16 @@ def compare(cfg: ModelConfig, device: str, baseline: Arm, candidate: Arm, shapes
                         result.shapes.append(ShapeComparison(batch=batch, context=context, steps=steps, error="not run: out of time"))
                         continue
                     try:
-                        result.shapes.append(measure_shape(model, arms, src, first, batch, steps, rounds, mode, profile_n, scratch))
+                        failed = ""
+                        try:
+                            shape = measure_shape(model, arms, src, first, batch, steps, rounds, mode, profile_n, scratch)
+                        except CaptureError as exc:
+                            failed = str(exc)  # the first attempt's cache is freed once the exception is gone
+                        if failed:  # still worth measuring: at long contexts the kernels, not the host, set the pace
+                            gc.collect()
+                            shape = measure_shape(model, arms, src, first, batch, steps, rounds, "eager", profile_n, scratch)
+                            shape.note = f"measured eagerly: {failed}"
+                        result.shapes.append(shape)
                     except torch.cuda.OutOfMemoryError as exc:
                         result.shapes.append(ShapeComparison(batch=batch, context=context, steps=steps, error=f"out of memory: {str(exc).splitlines()[0]}"))
                     except Exception as exc:  # noqa: BLE001 - a capture or a kernel that fails at one shape is recorded; the others still run

@@ -159,6 +159,8 @@ def render(result: ServingComparison, home: Path, files: list[str], evidence: Pa
         "",
         _table(report.throughput_rows(result)),
         "",
+        *[f"- batch {s.batch}, context {s.context}: {s.note}" for s in result.shapes if s.note],
+        "",
         "## Inter-token latency",
         "",
         _table(report.latency_rows(result)),

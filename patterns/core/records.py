@@ -172,6 +172,7 @@ class ShapeComparison(StrictModel):
     ratios: list[float] = Field(default_factory=list)
     profiles: list[StepProfile] = Field(default_factory=list)
     error: str = Field("", description="why this shape was not measured (out of memory, out of time)")
+    note: str = Field("", description="how the measurement departed from the plan (a step measured eagerly because its capture failed)")
 
 
 class TTFTComparison(StrictModel):
