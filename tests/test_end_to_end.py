@@ -207,3 +207,22 @@ def test_accept_on_a_cpu_measures_nothing_end_to_end(tmp_path: Path, monkeypatch
     assert out.exit_code == 0, out.output
     assert "decode_attention v2 is live" in out.output and "end to end: not measured (it needs a GPU bundle and a GPU)" in out.output
     assert ReviewStore().get(item.id).end_to_end is None and Registry().live("decode_attention").version == 2
+
+
+def test_a_step_that_cannot_be_captured_is_measured_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from patterns.serving import compare as compare_mod
+    from patterns.serving.graph import CaptureError, Decoder
+
+    attempts = []
+
+    def prepare(self) -> None:  # the first capture breaks, as an op that syncs with the host would break it
+        attempts.append(self)
+        if len(attempts) == 1:
+            raise CaptureError("the decode step cannot be captured in a CUDA graph (in op decode_attention): RuntimeError: sync")
+
+    monkeypatch.setattr(Decoder, "prepare", prepare)
+    arms = Arm("a", bind_ops("reference")), Arm("b", bind_ops("reference"))
+    result = compare_mod.compare(CFG, "cpu", *arms, [(2, 4)], mode="graph", steps=2, rounds=2, ttft_runs=1, profile_n=1)
+    (shape,) = result.shapes
+    assert not shape.error and len(shape.ratios) == 2
+    assert shape.note == "measured eagerly: the decode step cannot be captured in a CUDA graph (in op decode_attention): RuntimeError: sync"
