@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import get_args
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
 from patterns.core.library import Entry
@@ -87,6 +87,11 @@ def render_catalog(entries: list[Entry], out_dir: Path) -> Path:
     return out / "index.html"
 
 
+def pattern_markdown(entry: Entry) -> str:
+    """The pattern's catalog page as Markdown: the same sections, in the same order, from the same view data."""
+    return _env().get_template("pattern.md").render(**_page_context(entry))
+
+
 def _check_replaceable(out: Path) -> None:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise CatalogError(f"{out}: not a folder; the catalog needs a folder of its own")
@@ -114,7 +119,7 @@ def _swap_in(tmp: Path, out: Path) -> None:
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
+        autoescape=select_autoescape(["html"]),  # pattern.md is Markdown: nothing to escape
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -122,6 +127,7 @@ def _env() -> Environment:
     )
     env.filters["inline_code"] = inline_code
     env.filters["ratio"] = format_ratio
+    env.filters["cell"] = table_cell
     env.globals["sections"] = SECTIONS
     env.globals["section_title"] = dict(SECTIONS)
     return env
@@ -237,6 +243,11 @@ def format_ratio(m: Measurement) -> str:
     if m.metric == "speedup":
         return f"{m.ratio:.2f}×"
     return f"{m.ratio:.3g} ({m.metric})"
+
+
+def table_cell(text: str) -> str:
+    """Text that stays inside one cell of a Markdown table."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 _CODE = re.compile(r"`([^`\n]+)`")
