@@ -33,6 +33,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from patterns.agent.review import ReviewError
     from patterns.catalog import CatalogError
     from patterns.core.facts import FactsError
+    from patterns.core.files import FolderError
     from patterns.core.hardware import UnknownGPU
     from patterns.distill.errors import DistillError
     from patterns.retriever.embedding import EmbeddingError
@@ -44,7 +45,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from patterns.validation.loader import GateInputError
 
     return (LibraryError, UsageError, DistillError, RegistryError, AgentError, ReviewError, JournalError, RewriteError,
-            CatalogError, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU, GateInputError)
+            CatalogError, FolderError, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU, GateInputError)
 
 
 # --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import get_args
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from patterns.core.files import FolderError, check_replaceable, swap_in
 from patterns.core.library import Entry
 from patterns.core.types import ArchCondition, BottleneckClass, Category, Measurement, Safety, ShapeCondition, UpstreamLocation
 
@@ -80,7 +81,7 @@ def render_catalog(entries: list[Entry], out_dir: Path) -> Path:
         for entry in entries:
             (tmp / f"{entry.id}.html").write_text(page.render(**_page_context(entry)), encoding="utf-8")
         (tmp / MARKER).write_text("written by patterns.catalog.render_catalog; this folder is replaced as a whole\n")
-        _swap_in(tmp, out)
+        swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -93,26 +94,10 @@ def pattern_markdown(entry: Entry) -> str:
 
 
 def _check_replaceable(out: Path) -> None:
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise CatalogError(f"{out}: not a folder; the catalog needs a folder of its own")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
-        raise CatalogError(f"{out}: folder is not empty and holds no catalog ({MARKER} missing); refusing to replace it")
-
-
-def _swap_in(tmp: Path, out: Path) -> None:
-    """Move tmp to out. An old catalog is moved aside first and deleted only after."""
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-    os.rename(out, old / out.name)
     try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old / out.name, out)  # put the previous catalog back
-        old.rmdir()
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+        check_replaceable(out, MARKER, "catalog")
+    except FolderError as exc:
+        raise CatalogError(str(exc)) from None
 
 
 @lru_cache(maxsize=1)

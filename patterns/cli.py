@@ -382,6 +382,39 @@ app.command("agent")(agent_command)
 
 
 # --------------------------------------------------------------------------------------
+# coding agents: the MCP server and the agent skill (patterns.mcp_server, patterns.skill)
+# --------------------------------------------------------------------------------------
+
+
+@app.command("mcp")
+def mcp_cmd(
+    root: Path = typer.Option(Path("."), "--root", help="folder whose files the tools read relative paths from and `apply`/`validate` may write in"),
+    http: Optional[str] = typer.Option(None, "--http", metavar="[HOST:]PORT", help="serve streamable HTTP at http://HOST:PORT/mcp (loopback only) instead of stdio"),
+    host: Optional[str] = typer.Option(None, "--host", help="bind this interface for --http, even one other machines reach"),
+    chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server for suggest and search"),
+) -> None:
+    """Serve the library to coding agents over MCP: suggest, show, search, list, apply, validate, review tools and a resource per pattern."""
+    from patterns.mcp_server import serve
+
+    if host is not None and http is None:
+        raise UsageError("--host: only with --http")
+    serve(root, http=http, host=host, chroma_url=chroma_url, announce=lambda line: err_console.print(line, highlight=False, soft_wrap=True))
+
+
+skill_app = typer.Typer(name="skill", help="The library as an agent skill (SKILL.md with reference files).", no_args_is_help=True)
+app.add_typer(skill_app, name="skill")
+
+
+@skill_app.command("export")
+def skill_export_cmd(out: Path = typer.Argument(..., metavar="DIR", help="folder for the skill (an empty one, or an earlier export, which is replaced)")) -> None:
+    """Write SKILL.md, references/<id>.md per pattern and the decision table; re-exports are byte-identical."""
+    from patterns.skill import export_skill
+
+    skill = export_skill(load_library(), out)
+    console.print(f"skill written: {skill}", highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 

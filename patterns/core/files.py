@@ -56,3 +56,33 @@ def write_atomic(path: Path | str, data: bytes | str, *, keep_mode: bool = False
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+class FolderError(ValueError):
+    """A generated folder cannot be written where asked; one line."""
+
+
+def check_replaceable(out: Path, marker: str, what: str) -> None:
+    """A generated folder (the catalog, the skill) may replace only an empty folder or one it generated,
+    which holds `marker`."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise FolderError(f"{out}: not a folder; the {what} needs a folder of its own")
+    if out.is_dir() and any(out.iterdir()) and not (out / marker).exists():
+        raise FolderError(f"{out}: folder is not empty and holds no {what} ({marker} missing); refusing to replace it")
+
+
+def swap_in(tmp: Path, out: Path) -> None:
+    """Move the finished folder tmp to out. An old out is moved aside first and deleted only after,
+    so a failure leaves the previous folder in place."""
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    os.rename(out, old / out.name)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        os.rename(old / out.name, out)  # put the previous folder back
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
