@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         lat = results[f"suggest_latency_{name}"]
         table.add_row(f"suggest over {name}, warm", str(lat["calls"]), "0", f"median {lat['median_s'] * 1000:.0f} ms, p95 {lat['p95_s'] * 1000:.0f} ms", "")
     console.print(table)
-    tools = Table(title="median time per tool call, first sequential phase", title_justify="left")
+    tools = Table(title="median per tool call (first 200)", title_justify="left")
     tools.add_column("tool")
     tools.add_column("median", justify="right")
     for name, t in s["median_s_by_tool"].items():

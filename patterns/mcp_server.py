@@ -190,7 +190,7 @@ class PatternsServer:
             raise api.UsageError(f"{out_dir}: outside the folder this server may write ({self.root}); refusing to write the evidence there")
         spec = self.path(op)
         with self.gate_lock:
-            return api.validate_candidate(str(spec) if spec.exists() else op, self.path(candidate) if candidate else None,
+            return api.validate_candidate(str(spec) if spec.is_file() else op, self.path(candidate) if candidate else None,
                                           out=out_dir, device=device, pattern=pattern)
 
     def review_list(
@@ -244,15 +244,21 @@ class PatternsServer:
         for name in self.TOOLS:
             fn = getattr(self, name)
             server.add_tool(tool(fn), name=name, description=" ".join((fn.__doc__ or "").split()), structured_output=False)
-        from patterns.catalog import pattern_markdown
-
         for entry in load_library():
             server.add_resource(FunctionResource(
                 uri=RESOURCE_PREFIX + entry.id, name=entry.id, title=entry.pattern.title,
                 description=" ".join(entry.pattern.summary.split()), mime_type="text/markdown",
-                fn=functools.partial(pattern_markdown, entry),
+                fn=functools.partial(self.page, entry.id),
             ))
         return server
+
+    def page(self, pattern_id: str) -> str:
+        """A pattern's catalog page as Markdown, from the library as it is now."""
+        from patterns.catalog import pattern_markdown
+        from patterns.core.library import get
+
+        with self.library_lock:
+            return pattern_markdown(get(pattern_id))
 
 
 def serve(root: Path, http: str | None = None, host: str | None = None, chroma_url: str | None = None,
