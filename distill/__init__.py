@@ -11,7 +11,7 @@ Pipeline (one module per step):
                  cached by sha256 (cache.py), extracted in one process pool shared by
                  all sources.
     pyfacts.py   Python: one stdlib parse per file; the foundation's extractor
-                 (patterns.core.ast_facts) on the kernel part, host functions read into the
+                 (patterns.core.facts) on the kernel part, host functions read into the
                  same FileFacts fields by a lighter reader.
     native.py    CUDA/C++: tree-sitter (CUDA grammar) -> NativeFileFacts: TMA copies
                  and descriptors, mbarriers, wgmma/UMMA/MMA, register reallocation,
@@ -25,7 +25,7 @@ Pipeline (one module per step):
     llm.py       optional: an OpenAI-compatible model writes a draft's prose, checked.
     run.py       the pipeline and its JSON report; cli.py the command; bench.py timing.
 
-Drafts are `patterns.core.types.Draft`: a Pattern whose mechanical fields (id, title,
+Drafts are `patterns.core.records.Draft`: a Pattern whose mechanical fields (id, title,
 category guess, present_when = the cluster's signature as predicates, evidence,
 tags) are filled and validated, and whose prose fields may be empty until a
 person (or a checked LLM answer) writes them; `Draft.missing()` lists what still

@@ -17,12 +17,15 @@ from patterns.distill.sources import cache_dir
 
 from patterns.core.files import write_atomic
 
-_EXTRACTOR_MODULES = ("patterns.core.facts", "patterns.core.ast_facts", "patterns.distill.pyfacts", "patterns.distill.native")
+_EXTRACTOR_MODULES = (
+    "patterns.core.facts.constants", "patterns.core.facts.kernel", "patterns.core.facts.host", "patterns.core.facts.cache",
+    "patterns.distill.pyfacts", "patterns.distill.native",
+)
 
 
 @lru_cache(maxsize=1)
 def extractor_key() -> str:
-    """The extractors' sources, the record schema (not the rest of types.py) and parser versions."""
+    """The extractors' sources, FileRecord's JSON schema and the parser versions."""
     import importlib
     from importlib import metadata
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from patterns.distill.scan import FileRecord
 from patterns.core.library import Entry
 from patterns.core.predicates import Subject, evaluate
-from patterns.core.types import FileFacts, NativeFileFacts, UpstreamLocation, Verdict
+from patterns.core.facts_types import FileFacts, NativeFileFacts
+from patterns.core.schema import UpstreamLocation, Verdict
 
 KNOWN_PROJECTS = ("sglang", "fla", "deepgemm")
 

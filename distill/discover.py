@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from patterns.distill.detect import KNOWN_PROJECTS
 from patterns.distill.scan import FileRecord
-from patterns.core.types import Category, Condition, Draft, KernelFacts, NativeFunctionFacts, PatternEvidence, UpstreamLocation
+from patterns.core.facts_types import KernelFacts, NativeFunctionFacts
+from patterns.core.records import Draft
+from patterns.core.schema import Category, Condition, PatternEvidence, UpstreamLocation
 
 MAX_DF = 0.35  # a feature in more than this share of kernels is not distinctive
 _NOISE = {"tl.program_id", "tl.arange", "tl.load", "tl.store", "tl.zeros", "tl.where", "tl.full", "tl.cdiv", "tl.num_programs", "tl.static_assert", "tl.multiple_of", "tl.max_contiguous", "tl.constexpr", "tl.device_assert", "tl.static_print"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from patterns.distill.scan import FileRecord
-from patterns.core.types import CallSite, KernelFacts
+from patterns.core.facts_types import CallSite, KernelFacts
 
 _DESC_PARAM = re.compile(r"(?i)(^|_)(desc|descriptor|tma|tensor_map)(_|$)|_desc$|^desc")
 _DESC_METHODS = ("load", "store", "gather", "scatter", "atomic_add", "atomic_max", "atomic_min")

@@ -25,7 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from patterns.core.types import AppliesWhen, BottleneckClass, Draft, Trap
+from patterns.core.records import Draft
+from patterns.core.schema import AppliesWhen, BottleneckClass, Trap
 
 ALLOWED_URL_HOSTS = (
     "github.com/fla-org", "github.com/sgl-project", "github.com/deepseek-ai", "github.com/triton-lang",

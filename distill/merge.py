@@ -19,7 +19,7 @@ from patterns.distill.errors import DistillError
 
 from patterns.core.files import write_atomic
 from patterns.core.library import Entry
-from patterns.core.types import Measurement, Pattern, UpstreamLocation
+from patterns.core.schema import Measurement, Pattern, UpstreamLocation
 
 DISTILL_NOTE = "found by distill"
 

@@ -11,61 +11,40 @@ import bisect
 import re
 from functools import lru_cache
 
-from patterns.core.types import NativeConstruct, NativeFileFacts, NativeFunctionFacts, PybindBinding
+from patterns.core.facts_types import NativeConstruct, NativeFileFacts, NativeFunctionFacts, PybindBinding
 
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".hpp", ".h", ".hh", ".inl", ".hip")
 
-# kind -> (what it is, regular expression over called names, type names and PTX strings)
-RULES: dict[str, tuple[str, str]] = {
+# kind (patterns.core.facts_types.NATIVE_KINDS) -> regular expression over called names,
+# type names and PTX strings
+RULES: dict[str, str] = {
     "tma_copy": (
-        "bulk tensor copy through the Tensor Memory Accelerator",
         r"(^|::|\.)tma::(copy|load|store|reduce)\w*|(?i:tma_(load|store|copy|reduce)\w*)|SM\d+_TMA_\w+|"
-        r"cp\.async\.bulk\.tensor|cp_async_bulk_tensor\w*|make_tma_copy\w*|(^|::)copy_nd$",
+        r"cp\.async\.bulk\.tensor|cp_async_bulk_tensor\w*|make_tma_copy\w*|(^|::)copy_nd$"
     ),
     "tma_descriptor": (
-        "TMA tensor-map descriptor made, passed or prefetched",
-        r"TmaDescriptor|CUtensorMap\w*|cuTensorMapEncode\w*|prefetch_tma_descriptor|make_tma_\w*desc\w*|tensormap\.\w+",
+        r"TmaDescriptor|CUtensorMap\w*|cuTensorMapEncode\w*|prefetch_tma_descriptor|make_tma_\w*desc\w*|tensormap\.\w+"
     ),
-    "mbarrier": (
-        "shared-memory transaction barrier (mbarrier) for async copies",
-        r"(?i:mbarrier)|ClusterTransactionBarrier|ClusterBarrier|arrive_and_expect_tx|fence_barrier_init|expect_tx\b",
-    ),
-    "wgmma": (
-        "Hopper warpgroup MMA (wgmma.mma_async)",
-        r"(?i:wgmma)|warpgroup_(arrive|commit_batch|wait|fence_operand)|SM90_\d+x\d+x\d+_\w+|GMMA::",
-    ),
-    "umma": ("Blackwell tcgen05 / UMMA tensor-core MMA", r"(?i:tcgen05)|UMMA::(make_\w+|MMA\w*|\w*[Dd]esc\w*)|SM100_MMA_\w+|umma_\w+"),
-    "mma": ("warp-level mma.sync / WMMA tensor-core MMA", r"mma\.sync|(?i:\bmma_sync\b)|wmma::\w+|SM80_\d+x\d+x\d+_\w+|ldmatrix"),
-    "reg_realloc": (
-        "warpgroup register reallocation (setmaxnreg) between producer and consumer warps",
-        r"warpgroup_reg_(alloc|dealloc)|setmaxnreg",
-    ),
-    "cluster": ("thread-block cluster / TMA multicast", r"(?i:multicast)|cluster_(sync|arrive|wait)\w*|block_rank_in_cluster|cluster_ctarank|ClusterDim\w*"),
+    "mbarrier": r"(?i:mbarrier)|ClusterTransactionBarrier|ClusterBarrier|arrive_and_expect_tx|fence_barrier_init|expect_tx\b",
+    "wgmma": r"(?i:wgmma)|warpgroup_(arrive|commit_batch|wait|fence_operand)|SM90_\d+x\d+x\d+_\w+|GMMA::",
+    "umma": r"(?i:tcgen05)|UMMA::(make_\w+|MMA\w*|\w*[Dd]esc\w*)|SM100_MMA_\w+|umma_\w+",
+    "mma": r"mma\.sync|(?i:\bmma_sync\b)|wmma::\w+|SM80_\d+x\d+x\d+_\w+|ldmatrix",
+    "reg_realloc": r"warpgroup_reg_(alloc|dealloc)|setmaxnreg",
+    "cluster": r"(?i:multicast)|cluster_(sync|arrive|wait)\w*|block_rank_in_cluster|cluster_ctarank|ClusterDim\w*",
     "pdl": (
-        "programmatic dependent launch (griddepcontrol)",
-        r"cudaGridDependencySynchronize|cudaTriggerProgrammaticLaunchCompletion|griddepcontrol|ProgrammaticStreamSerialization",
+        r"cudaGridDependencySynchronize|cudaTriggerProgrammaticLaunchCompletion|griddepcontrol|ProgrammaticStreamSerialization"
     ),
-    "fp8": ("FP8 element types", r"(?i:\bfp8|float_e[45]m[23]|__nv_fp8\w*|e4m3|e5m2)"),
-    "cp_async": ("Ampere cp.async copies", r"cp\.async\.(ca|cg)|cp_async\b|__pipeline_memcpy_async|memcpy_async"),
-    "warp_shuffle": ("warp shuffles and warp reductions", r"__shfl_\w*sync|__reduce_\w+_sync|redux\.sync"),
-    "atomic": ("global atomics", r"\batomic(Add|CAS|Max|Min|Exch)\w*|\bred\.(global|async)|atom\.global"),
-    "gil_release": ("releases the Python GIL", r"(?i:gil_?scoped_?release)|Py_BEGIN_ALLOW_THREADS|PyEval_SaveThread"),
-    "gil_acquire": ("takes the Python GIL", r"(?i:gil_?scoped_?acquire)|PyGILState_Ensure"),
+    "fp8": r"(?i:\bfp8|float_e[45]m[23]|__nv_fp8\w*|e4m3|e5m2)",
+    "cp_async": r"cp\.async\.(ca|cg)|cp_async\b|__pipeline_memcpy_async|memcpy_async",
+    "warp_shuffle": r"__shfl_\w*sync|__reduce_\w+_sync|redux\.sync",
+    "atomic": r"\batomic(Add|CAS|Max|Min|Exch)\w*|\bred\.(global|async)|atom\.global",
+    "gil_release": r"(?i:gil_?scoped_?release)|Py_BEGIN_ALLOW_THREADS|PyEval_SaveThread",
+    "gil_acquire": r"(?i:gil_?scoped_?acquire)|PyGILState_Ensure",
     "blocking_wait": (
-        "host call that blocks until something else finishes",
-        r"cuda(Stream|Device|Event)Synchronize|(^|\.)synchronize$|sleep_for|\busleep\b|sem_wait|pthread_cond_wait|\bfutex\b",
+        r"cuda(Stream|Device|Event)Synchronize|(^|\.)synchronize$|sleep_for|\busleep\b|sem_wait|pthread_cond_wait|\bfutex\b"
     ),
 }
-# structural kinds recognised from the tree rather than from names
-STRUCTURAL_KINDS = {
-    "persistent_loop": "a loop that fetches the next tile from a scheduler or strides by the grid (persistent kernel)",
-    "scale_promotion": "scaled partial results accumulated into a higher-precision accumulator (`acc += scale * partial`)",
-    "template_specialization": "explicit template specialisation (`template <>`)",
-    "constexpr_dispatch": "`if constexpr` branches specialised at compile time",
-    "launch_bounds": "__launch_bounds__ on a kernel",
-}
-KINDS = sorted([*RULES, *STRUCTURAL_KINDS])
-_COMPILED = {k: re.compile(rx) for k, (_, rx) in RULES.items()}
+_COMPILED = {k: re.compile(rx) for k, rx in RULES.items()}
 # in a bound host function, `.wait()` / `.join()` also block (on device they are barrier waits)
 _BLOCKING = re.compile(_COMPILED["blocking_wait"].pattern + r"|(^|[.:])(wait|join|get)$|recv\w*$")
 _PERSISTENT_COND = re.compile(r"get_next\w*|next_(block|tile|work)\w*|fetch_next\w*|try_get\w*tile")

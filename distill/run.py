@@ -15,7 +15,7 @@ from patterns.distill.sources import Source, resolve
 from pydantic import BaseModel, Field
 
 from patterns.core.library import Entry
-from patterns.core.types import Draft
+from patterns.core.records import Draft
 
 
 class LocationOut(BaseModel):

@@ -22,7 +22,7 @@ from patterns.distill.cache import FactsCache
 from patterns.distill.native import NATIVE_SUFFIXES
 from patterns.distill.pyfacts import SCOPE_TOKENS, PyRecord, module_name
 from patterns.distill.sources import MAX_FILE_BYTES, Source
-from patterns.core.types import NativeFileFacts
+from patterns.core.facts_types import NativeFileFacts
 
 VENDORED = {"cutlass", "cute", "third_party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
 

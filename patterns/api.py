@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from patterns.core.library import Entry, LibraryError, get, load_library
-from patterns.core.types import BottleneckClass, Category, Safety, Status, SuggestReport
+from patterns.core.records import SuggestReport
+from patterns.core.schema import BottleneckClass, Category, Safety, Status
 
 
 class UsageError(ValueError):

@@ -28,7 +28,15 @@ from markupsafe import Markup, escape
 
 from patterns.core.files import FolderError, check_replaceable, swap_in
 from patterns.core.library import Entry
-from patterns.core.types import ArchCondition, BottleneckClass, Category, Measurement, Safety, ShapeCondition, UpstreamLocation
+from patterns.core.schema import (
+    ArchCondition,
+    BottleneckClass,
+    Category,
+    Measurement,
+    Safety,
+    ShapeCondition,
+    UpstreamLocation,
+)
 
 TEMPLATES_DIR = Path(__file__).parent / "catalog_templates"
 MARKER = ".patterns-catalog"  # written into every catalog; only such a folder is ever replaced

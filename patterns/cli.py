@@ -19,7 +19,7 @@ from rich.table import Table
 from patterns import api
 from patterns.api import UsageError
 from patterns.core.library import check_entry, load_library
-from patterns.core.types import BottleneckClass, Category, Safety, Status
+from patterns.core.schema import BottleneckClass, Category, Safety, Status
 
 app = typer.Typer(
     name="patterns",
@@ -161,10 +161,12 @@ def check_cmd(
     library: Optional[Path] = typer.Option(None, help="library folder (default: the bundled one)"),
 ) -> None:
     """Check the library: schema, example files, present_when on before/after, and (with --run) the examples."""
+    from patterns.rewriter import REWRITES
+
     entries = load_library(library)
     problems: list[str] = []
     for e in entries:
-        problems += check_entry(e)
+        problems += check_entry(e, rewrites=REWRITES)
     if run and not problems:
         from patterns.core.examples import run_example
 

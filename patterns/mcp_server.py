@@ -38,7 +38,7 @@ from pydantic import Field, ValidationError
 from patterns import api
 from patterns.core.hardware import GPUS
 from patterns.core.library import load_library
-from patterns.core.types import BottleneckClass, Category, Safety, Status
+from patterns.core.schema import BottleneckClass, Category, Safety, Status
 
 RESOURCE_PREFIX = "patterns://library/"
 Arch = Literal[tuple(GPUS)]  # type: ignore[valid-type]  # the hardware table's names, as the schema's enum

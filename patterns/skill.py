@@ -24,7 +24,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from patterns.catalog import describe_arch, describe_shape, pattern_markdown, table_cell
 from patterns.core.files import check_replaceable, swap_in
 from patterns.core.library import Entry
-from patterns.core.types import BottleneckClass
+from patterns.core.schema import BottleneckClass
 
 NAME = "triton-kernel-patterns"
 MARKER = ".patterns-skill"  # written into every export; only such a folder is ever replaced

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from patterns.core.hardware import GPU
 from patterns.core.predicates import Subject, evaluate
-from patterns.core.types import Bottleneck, BottleneckClass, Condition, FileFacts, KernelFacts
+from patterns.core.facts_types import FileFacts, KernelFacts
+from patterns.core.records import Bottleneck
+from patterns.core.schema import BottleneckClass, Condition
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float8": 1, "fp8": 1, "int8": 1, "int32": 4, "int64": 8}
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8"}

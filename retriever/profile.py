@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from patterns.retriever.estimate import Analysis
-from patterns.core.types import Bottleneck, BottleneckClass, EvidenceBundle
+from patterns.core.records import Bottleneck, EvidenceBundle
+from patterns.core.schema import BottleneckClass
 
 _STATIC = {BottleneckClass.numerics, BottleneckClass.host}
 

@@ -19,17 +19,9 @@ from patterns.core.hardware import GPU, gpu
 from patterns.core.library import Entry, load_library
 from patterns.core.predicates import PREDICATES, Subject, evaluate
 from patterns.retriever.estimate import DTYPE_ALIASES, STATIC_CLASSES, Analysis, estimate
-from patterns.core.types import (
-    BottleneckClass,
-    Condition,
-    FileFacts,
-    KernelFacts,
-    KernelReport,
-    Pattern,
-    Suggestion,
-    SuggestReport,
-    Verdict,
-)
+from patterns.core.facts_types import FileFacts, KernelFacts
+from patterns.core.records import KernelReport, SuggestReport, Suggestion
+from patterns.core.schema import BottleneckClass, Condition, Pattern, Verdict
 
 # weights of the final score: the gates decide relevance, the embedding orders near-ties
 GATE_WEIGHT = 0.65

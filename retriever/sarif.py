@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patterns import __version__
 from patterns.core.library import Entry
-from patterns.core.types import SuggestReport
+from patterns.core.records import SuggestReport
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

@@ -33,7 +33,8 @@ from libcst.codemod import (
 from patterns.core.facts import FactsError, extract_source
 from patterns.core.files import sha256_hex, write_atomic
 from patterns.core.library import Entry, get, present
-from patterns.core.types import Candidate, FileFacts, KernelFacts
+from patterns.core.facts_types import FileFacts, KernelFacts
+from patterns.core.records import Candidate
 
 
 class RewriteError(ValueError):

@@ -29,7 +29,7 @@ from typing import Any, Callable, Literal
 import torch
 
 from patterns.serving.model import OPS, HybridModel, ModelConfig
-from patterns.core.types import EngineOp, EngineReport
+from patterns.core.records import EngineOp, EngineReport
 
 Impl = Literal["auto", "reference", "live"]
 

@@ -44,7 +44,7 @@ from typing import Callable, Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patterns.core.files import sha256_hex, write_atomic
-from patterns.core.types import LiveImpl
+from patterns.core.records import LiveImpl
 
 FORMAT = 1
 REGISTRY_FILE = "registry.json"

@@ -25,7 +25,7 @@ from patterns.agent.loop import Agent, AgentConfig, run_agent
 from patterns.agent.policy import Action, Planned, defaults, follow_ups, first_failure, next_param
 from patterns.agent.review import ReviewStore
 from patterns.core.library import get, load_library
-from patterns.core.types import Attempt, CheckResult, EvidenceBundle, JournalEvent
+from patterns.core.records import Attempt, CheckResult, EvidenceBundle, JournalEvent
 from patterns.validation.bundle import read_bundle
 from patterns.validation.loader import kernels_dir
 
@@ -179,7 +179,7 @@ def test_parameter_defaults_follow_the_gpu_the_plan_is_for(home: Path, tmp_path:
 def test_a_by_sm_default_must_be_one_of_the_choices() -> None:
     from pydantic import ValidationError
 
-    from patterns.core.types import RewriteParam
+    from patterns.core.schema import RewriteParam
 
     with pytest.raises(ValidationError, match="not one of the choices"):
         RewriteParam(type="str", default="small", choices=["small", "hopper"], by_sm={90: "huge"})

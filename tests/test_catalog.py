@@ -20,7 +20,7 @@ import pytest
 from patterns import catalog
 from patterns.catalog import MARKER, CatalogError, render_catalog
 from patterns.core.library import Entry, load_library
-from patterns.core.types import Reference
+from patterns.core.schema import Reference
 
 ENTRIES = load_library()
 IDS = [e.id for e in ENTRIES]

@@ -28,7 +28,9 @@ from patterns.distill.sources import resolve
 from patterns.core.facts import extract_source
 from patterns.core.library import load_library
 from patterns.core.predicates import Subject, evaluate
-from patterns.core.types import Condition, Draft, FileFacts, Pattern
+from patterns.core.facts_types import FileFacts
+from patterns.core.records import Draft
+from patterns.core.schema import Condition, Pattern
 
 from openai_stub_server import Error, serve
 
@@ -97,6 +99,16 @@ NATIVE_CASES = [
 @pytest.mark.parametrize("kind,file,fn,expected", NATIVE_CASES, ids=[f"{k}-{fn}-{e}" for k, _, fn, e in NATIVE_CASES])
 def test_native_construct(kind, file, fn, expected):
     assert holds({"native_construct": {"kinds": [kind]}}, native_fn(NATIVE / file, fn)) is expected
+
+
+def test_native_kinds_are_the_core_vocabulary():
+    """The extractor produces only the kinds the core declares, which the native_construct predicate accepts."""
+    from patterns.core.facts_types import NATIVE_KINDS
+    from patterns.distill.native import RULES
+
+    produced = {c.kind for f in NATIVE.iterdir() for c in extract_native(f.read_bytes(), f.name).all_constructs()}
+    assert set(RULES) <= set(NATIVE_KINDS) and produced <= set(NATIVE_KINDS)
+    assert produced - set(RULES) == set(NATIVE_KINDS) - set(RULES)  # each kind read from the tree occurs in a fixture
 
 
 def test_template_specialization_is_file_level():

@@ -30,7 +30,8 @@ from patterns.api import UsageError  # noqa: E402
 from patterns.catalog import pattern_markdown  # noqa: E402
 from patterns.cli import main  # noqa: E402
 from patterns.core.library import get, load_library  # noqa: E402
-from patterns.core.types import CheckResult, EvidenceBundle, Hypothesis, ReviewItem, Safety  # noqa: E402
+from patterns.core.records import CheckResult, EvidenceBundle, Hypothesis, ReviewItem
+from patterns.core.schema import Safety  # noqa: E402
 from patterns.mcp_server import PatternsServer, parse_http  # noqa: E402
 from patterns.validation.bundle import write_bundle  # noqa: E402
 from patterns.validation.loader import kernels_dir  # noqa: E402

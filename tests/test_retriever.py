@@ -17,7 +17,8 @@ from patterns.core.facts import extract_file, extract_source
 from patterns.core.hardware import gpu
 from patterns.core.library import LIBRARY_DIR, load_library
 from patterns.retriever.estimate import Unknown, estimate, safe_eval
-from patterns.core.types import BottleneckClass, SuggestReport
+from patterns.core.records import SuggestReport
+from patterns.core.schema import BottleneckClass
 
 ROOT = Path(__file__).resolve().parents[1]
 TF32 = LIBRARY_DIR / "tf32x3_dot_precision"
@@ -135,7 +136,7 @@ def scale_kernel(x, table, y, N, C: tl.constexpr, BLOCK: tl.constexpr):
 ])
 def test_modulo_indexed_load(offset, holds):
     from patterns.core.predicates import Subject, evaluate
-    from patterns.core.types import Condition
+    from patterns.core.schema import Condition
 
     f = extract_source(_LOOKUP.replace("OFFSET", offset), "lookup.py")
     v = evaluate(Condition.model_validate("modulo_indexed_load"), Subject(f, f.kernels[0]))

@@ -23,7 +23,8 @@ from patterns.agent.loop import AgentConfig, run_agent
 from patterns.agent.review import ReviewError, ReviewStore
 from patterns.core.library import LIBRARY_DIR, load_pattern
 from patterns.serving.registry import Registry, RegistryError, load_live
-from patterns.core.types import ReviewItem, Safety
+from patterns.core.records import ReviewItem
+from patterns.core.schema import Safety
 from patterns.validation.bundle import read_bundle
 from patterns.validation.loader import kernels_dir
 
@@ -291,7 +292,7 @@ def test_review_cli(env: dict[str, Path], capsys: pytest.CaptureFixture) -> None
 def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -> None:
     from patterns.distill.errors import DistillError
     from patterns.distill.merge import append_measured
-    from patterns.core.types import Measurement
+    from patterns.core.schema import Measurement
 
     # a pattern with nothing measured yet (accepted results fill others' lists over time)
     text = next(t for t in (f.read_text() for f in sorted(LIBRARY_DIR.glob("*/pattern.yaml"))) if "  measured: []\n" in t)
@@ -302,7 +303,7 @@ def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -
     twice = append_measured(once, [m2])
     import yaml
 
-    from patterns.core.types import Pattern
+    from patterns.core.schema import Pattern
 
     assert Pattern.model_validate(yaml.safe_load(twice)).evidence.measured == [m1, m2]
     kept = [ln for ln in text.splitlines() if ln != "  measured: []"]
@@ -315,7 +316,7 @@ def test_measurements_are_spliced_into_pattern_yaml_keeping_every_other_line() -
 
 def test_a_gpu_bundle_records_the_speed_ratio() -> None:
     """With a performance layer (a real H200 bundle of the kda_decode baseline) the measurement is the gate's speed ratio."""
-    from patterns.core.types import Hypothesis
+    from patterns.core.records import Hypothesis
 
     path = Path(__file__).resolve().parents[1] / "evidence" / "gpu" / "h200-baselines" / "kda_decode--baseline.json"
     bundle = read_bundle(path)

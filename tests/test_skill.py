@@ -11,7 +11,7 @@ import yaml
 from patterns.catalog import SECTIONS, pattern_markdown
 from patterns.cli import main
 from patterns.core.library import load_library
-from patterns.core.types import BottleneckClass
+from patterns.core.schema import BottleneckClass
 from patterns.skill import DECISION_TABLE, MARKER, NAME, export_skill
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")

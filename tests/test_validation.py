@@ -15,7 +15,7 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from patterns.core.types import EvidenceBundle
+from patterns.core.records import EvidenceBundle
 from patterns.validation.bundle import read_bundle, verdict, write_bundle
 from patterns.validation.cli import validate_command
 from patterns.validation.gate import validate

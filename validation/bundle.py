@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from patterns.core.files import write_atomic
-from patterns.core.types import CheckResult, EvidenceBundle
+from patterns.core.records import CheckResult, EvidenceBundle
 
 MARK = {True: "pass", False: "FAIL", None: "not run"}
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from patterns.core.types import EvidenceBundle
+from patterns.core.records import EvidenceBundle
 from patterns.validation.bundle import bundle_stem, markdown, verdict
 from patterns.validation.loader import GateInputError
 

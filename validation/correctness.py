@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from patterns.core.types import CheckResult
+from patterns.core.records import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.runner import (
     ResultError,

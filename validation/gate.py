@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from patterns.core import interpreter
-from patterns.core.types import CheckResult, EvidenceBundle
+from patterns.core.records import CheckResult, EvidenceBundle
 from patterns.validation.bundle import environment, write_bundle
 from patterns.validation.correctness import check_correctness
 from patterns.validation.integrity import check_integrity

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from patterns.core.types import EvidenceBundle
+from patterns.core.records import EvidenceBundle
 
 
 def summary_rows(bundle: EvidenceBundle) -> list[dict[str, str]]:

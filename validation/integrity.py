@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from patterns.core.types import CheckResult
+from patterns.core.records import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.monitor import Observed, watch
 from patterns.validation.runner import (

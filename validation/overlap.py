@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from patterns.core.types import CheckResult
+from patterns.core.records import CheckResult
 from patterns.validation.loader import GateInputError
 
 LIMIT = 0.05

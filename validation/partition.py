@@ -18,7 +18,7 @@ import torch
 
 from patterns.core.examples import nan_filled_empty
 
-from patterns.core.types import CheckResult
+from patterns.core.records import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.runner import Result, active_dtypes, clone_inputs, errors, first_mismatch, shape_label, sync
 from patterns.core.opspec import Inputs, OpSpec, Partition

@@ -31,7 +31,7 @@ import numpy as np
 NOISE_FLOOR = 0.02
 import torch
 
-from patterns.core.types import CheckResult
+from patterns.core.records import CheckResult
 from patterns.validation.loader import Impl
 from patterns.validation.runner import active_dtypes, clone_inputs, shape_label
 from patterns.core.opspec import Acceptance, OpSpec

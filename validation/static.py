@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from patterns.core.types import CheckResult
+from patterns.core.records import CheckResult
 from patterns.validation.loader import Impl, split_target
 from patterns.core.opspec import OpSpec
 

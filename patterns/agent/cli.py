@@ -184,7 +184,7 @@ def review_list(
     import json
 
     from patterns.api import UsageError, review_items
-    from patterns.core.types import ReviewItem
+    from patterns.core.records import ReviewItem
 
     if format not in ("table", "json"):
         raise UsageError(f"--format: '{format}' is not table or json")

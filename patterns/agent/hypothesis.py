@@ -10,7 +10,8 @@ a GPU.
 """
 from __future__ import annotations
 
-from patterns.core.types import Bottleneck, BottleneckClass, Category, Hypothesis, Pattern, Safety, Suggestion
+from patterns.core.records import Bottleneck, Hypothesis, Suggestion
+from patterns.core.schema import BottleneckClass, Category, Pattern, Safety
 
 
 def prediction(pattern: Pattern, min_speedup: float) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from pydantic import ValidationError
 
-from patterns.core.types import JournalEvent
+from patterns.core.records import JournalEvent
 
 
 class JournalError(ValueError):

@@ -16,7 +16,8 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patterns.distill.llm import LLMConfig, LLMRejected, check_text, load_config
-from patterns.core.types import Hypothesis, Pattern
+from patterns.core.records import Hypothesis
+from patterns.core.schema import Pattern
 
 __all__ = ["LLMConfig", "LLMRejected", "load_config", "ask_hypothesis", "ask_patch", "check_patch"]
 

@@ -65,7 +65,7 @@ from patterns.agent.review import (
     auto_merge_refusal,
     review_id,
 )
-from patterns.core.types import Attempt, Hypothesis, ReviewItem
+from patterns.core.records import Attempt, Hypothesis, ReviewItem
 
 
 class AgentError(ValueError):

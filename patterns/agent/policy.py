@@ -14,7 +14,8 @@ from enum import Enum
 from typing import Any, Iterable
 
 from patterns.core.library import Entry
-from patterns.core.types import Attempt, BottleneckClass, Category, EvidenceBundle
+from patterns.core.records import Attempt, EvidenceBundle
+from patterns.core.schema import BottleneckClass, Category
 
 LAYER_ORDER = ("correctness", "partition", "integrity", "overlap", "performance", "serving")
 

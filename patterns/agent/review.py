@@ -55,7 +55,8 @@ from typing import Iterator
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from patterns.core import files
-from patterns.core.types import EvidenceBundle, Measurement, ReviewItem, Safety
+from patterns.core.records import EvidenceBundle, ReviewItem
+from patterns.core.schema import Measurement, Safety
 
 INTENT_SUFFIX = ".accept.json"
 AUTO = "agent (--auto-merge-exact)"

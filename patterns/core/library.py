@@ -1,6 +1,6 @@
 """Loading and checking the curated library: one folder per pattern.
 
-    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.core.types.Pattern)
+    patterns/library/<id>/pattern.yaml   the skeleton (schema: patterns.core.schema.Pattern)
     patterns/library/<id>/before.py      Triton kernel + launcher without the technique
     patterns/library/<id>/after.py       the same op with it
     patterns/library/<id>/reference.py   make_inputs(shape, seed) and reference(**inputs) in plain PyTorch
@@ -13,6 +13,7 @@ import hashlib
 import os
 import pickle
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +24,8 @@ from pydantic import ValidationError
 
 from patterns.core.facts import FactsError, extract_file, write_atomic
 from patterns.core.predicates import PREDICATES, Subject, evaluate
-from patterns.core.types import FileFacts, Pattern, Verdict
+from patterns.core.facts_types import FileFacts
+from patterns.core.schema import Pattern, Verdict
 
 LIBRARY_DIR = Path(__file__).parents[1] / "library"
 EXAMPLE_FILES = ("before.py", "after.py", "reference.py")
@@ -121,7 +123,7 @@ def _source_digest() -> str:
     """The schema, predicate and loading sources: read at import, so a process started before
     an edit never takes a snapshot that newer code (say, a new predicate) wrote."""
     h = hashlib.sha256(f"{sorted(PREDICATES)}".encode())
-    for module in ("types.py", "predicates.py", "library.py"):
+    for module in ("schema.py", "predicates.py", "library.py"):
         h.update(Path(__file__).with_name(module).read_bytes())
     return h.hexdigest()
 
@@ -199,8 +201,12 @@ def present(pattern: Pattern, facts: FileFacts, kernel: str | None = None) -> Ve
     return best
 
 
-def check_entry(entry: Entry) -> list[str]:
-    """Static checks of one pattern folder (no kernels run): one line per problem."""
+def check_entry(entry: Entry, rewrites: Collection[str] | None = None) -> list[str]:
+    """Static checks of one pattern folder (no kernels run): one line per problem.
+
+    `rewrites`: the names of the automatic rewrites there are, to check the declared
+    one against (the caller asks the rewriter; the core does not import it).
+    """
     problems = []
     p = entry.pattern
     if not entry.has_examples():
@@ -227,9 +233,6 @@ def check_entry(entry: Entry) -> list[str]:
     for name in ("before.py", "after.py"):
         if not any(la.function == p.example.entry for la in facts[name].launches) and p.example.entry not in facts[name].host_functions:
             problems.append(f"{entry.file(name)}: example.entry: no function '{p.example.entry}'")
-    if p.transformation.rewrite:
-        from patterns.rewriter import REWRITES
-
-        if p.transformation.rewrite not in REWRITES:
-            problems.append(f"{entry.file('pattern.yaml')}: transformation.rewrite: no rewrite named '{p.transformation.rewrite}'")
+    if p.transformation.rewrite and rewrites is not None and p.transformation.rewrite not in rewrites:
+        problems.append(f"{entry.file('pattern.yaml')}: transformation.rewrite: no rewrite named '{p.transformation.rewrite}'")
     return problems

@@ -15,7 +15,8 @@ from typing import Callable, Literal
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from patterns.core.types import CallSite, Condition, FileFacts, KernelFacts, Verdict
+from patterns.core.facts_types import NATIVE_KINDS, CallSite, FileFacts, KernelFacts
+from patterns.core.schema import Condition, Verdict
 
 
 @dataclass(frozen=True)
@@ -697,9 +698,7 @@ def loop_option(s: Subject, *, name: str, values: list[str] | None = None, min_c
 # attributed to the function; `patterns` commands on Python files see no native facts.
 # --------------------------------------------------------------------------------------
 
-from patterns.distill.native import KINDS as _NATIVE_KINDS  # noqa: E402
-
-NativeKind = Literal[tuple(_NATIVE_KINDS)]  # type: ignore[valid-type]
+NativeKind = Literal[tuple(sorted(NATIVE_KINDS))]  # type: ignore[valid-type]
 
 
 @predicate(scope="file")

@@ -1,0 +1,275 @@
+"""Records the stages hand each other: the bottleneck, suggestions and the suggest
+report, candidates, checks and evidence bundles, serving registry and engine
+records, the agent's hypotheses, trail, review items and journal, and drafts.
+
+No cache key depends on this module: editing a record invalidates nothing.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from patterns.core.schema import (
+    AppliesWhen,
+    BottleneckClass,
+    Category,
+    Condition,
+    Measurement,
+    Pattern,
+    PatternEvidence,
+    Reference,
+    ResourceLimits,
+    Safety,
+    Status,
+    StrictModel,
+    Transformation,
+    Trap,
+    UpstreamLocation,
+)
+
+
+class Bottleneck(StrictModel):
+    cls: BottleneckClass
+    source: Literal["estimate", "ncu", "torch-trace", "evidence", "user"] = "estimate"
+    numbers: dict[str, float] = Field(default_factory=dict)
+    rationale: list[str] = Field(default_factory=list)
+
+
+class Suggestion(StrictModel):
+    pattern_id: str
+    title: str
+    kernel: str
+    score: float
+    matched: list[str] = Field(default_factory=list, description="conditions that held, with lines")
+    lines: list[int] = Field(default_factory=list)
+    expected_effect: str = ""
+    safety: Safety
+    upstream: list[UpstreamLocation] = Field(default_factory=list)
+    measured: list[Measurement] = Field(default_factory=list)
+    rewrite: str | None = None
+    already_applied: bool = False
+
+
+class Candidate(StrictModel):
+    pattern_id: str
+    path: str
+    kernel: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    diff: str
+    source: str
+    original_sha256: str
+    safety: Safety
+
+
+class CheckResult(StrictModel):
+    """One local check: which layer, which shape, pass/fail and the local reason."""
+
+    name: str
+    layer: Literal["correctness", "partition", "integrity", "performance", "overlap", "serving"]
+    passed: bool | None = Field(description="None = not run here (e.g. needs GPU)")
+    reason: str = ""
+    shape: dict[str, Any] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvidenceBundle(StrictModel):
+    op: str
+    candidate: str
+    baseline: str
+    checks: list[CheckResult] = Field(default_factory=list)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    created: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed is not False for c in self.checks)
+
+
+class LiveImpl(StrictModel):
+    """One version of an op's implementation in the serving registry (patterns.serving.registry)."""
+
+    op: str
+    version: int = Field(ge=1)
+    file: str = Field(description="immutable copy of the version's source; relative to the registry root on disk, absolute when returned")
+    symbol: str = Field(description="entry point in the file, the op's launcher (e.g. kda_decode)")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    pattern: str = Field("", description="pattern whose rewrite produced it; empty for the seeded baseline")
+    bundle: str = Field("", description="evidence bundle (JSON) that admitted it; empty for the seeded baseline")
+    accepted_by: str
+    accepted_at: str = Field(description="UTC ISO-8601 time it was registered")
+    origin: str = Field("", description="the file it was copied from, for the reader")
+
+
+class EngineOp(StrictModel):
+    """Which implementation of one op the serving engine ran, and how it compared with the reference."""
+
+    op: str
+    impl: Literal["reference", "live"]
+    version: int | None = Field(None, description="registry version; None for the PyTorch reference")
+    pattern: str = ""
+    sha256: str = ""
+    file: str
+    calls: int = 0
+    max_abs_err: float | None = Field(None, description="with --verify: max |live - reference| over every call")
+    within_tolerance: bool | None = Field(None, description="with --verify: every call within the op's tolerance")
+    mismatch: str = Field("", description="with --verify: the first element outside the tolerance")
+
+
+class EngineReport(StrictModel):
+    """One batched generation of the serving engine: latency metrics and what ran."""
+
+    device: str
+    impl: Literal["reference", "live"]
+    model: dict[str, Any]
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    ttft_ms: float = Field(description="time to first token: the prompt's steps and the first sampled token")
+    itl_ms_median: float = Field(description="inter-token latency, median over the decode steps")
+    itl_ms_p90: float
+    tokens_per_s: float = Field(description="generated tokens of the whole batch per second of generation")
+    ops: list[EngineOp]
+    tokens: list[list[int]] = Field(description="generated token ids per sequence")
+
+
+class KernelReport(StrictModel):
+    """`patterns suggest` for one kernel: its bottleneck and what to do about it."""
+
+    kernel: str
+    path: str
+    line: int
+    gpu: str
+    bottleneck: Bottleneck
+    other_bottlenecks: list[Bottleneck] = Field(default_factory=list)
+    suggestions: list[Suggestion] = Field(default_factory=list)
+    already_applied: list[Suggestion] = Field(default_factory=list)
+
+
+class SuggestReport(StrictModel):
+    """The JSON output of `patterns suggest` (schema: docs/suggest.schema.json)."""
+
+    schema_version: Literal[1] = 1
+    tool: str = "patterns"
+    file: str
+    gpu: str
+    shapes: dict[str, int] = Field(default_factory=dict)
+    profile: str | None = None
+    kernels: list[KernelReport]
+
+
+class Hypothesis(StrictModel):
+    """Why a pattern should help this op, in the estimate's (or a profile's) numbers, and what would show it."""
+
+    pattern_id: str
+    text: str
+    prediction: str = Field(description="what the gate should show if the hypothesis is right")
+    shape: dict[str, int] = Field(default_factory=dict, description="the shape whose analysis gave the numbers")
+    source: Literal["estimate", "profile", "llm"] = "estimate"
+
+
+class Attempt(StrictModel):
+    """One step of the agent's feedback trail: what it tried, what the gate said, what it did next."""
+
+    step: int = Field(ge=1)
+    pattern_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    base: str = Field("target", description="'target', or the sha256 of the candidate this one was built on")
+    origin: Literal["rewrite", "llm-patch"] = "rewrite"
+    outcome: Literal["passed", "failed", "refused", "already-applied", "invalid"]
+    layer: str = Field("", description="where it stopped: rewrite, import, llm, or the failing check's layer")
+    reason: str = ""
+    action: str = Field("", description="the next action the feedback chose (patterns.agent.policy.ACTIONS)")
+    candidate: str = Field("", description="the candidate file, when one was written")
+    sha256: str = Field("", description="sha256 of the candidate's source")
+    bundle: str = Field("", description="evidence bundle JSON, when the gate ran")
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies the work: the same pattern, parameters and base are never validated twice."""
+        import json
+
+        return (self.pattern_id, json.dumps(self.params, sort_keys=True), self.base)
+
+
+class ReviewItem(StrictModel):
+    """A validated candidate waiting for (or past) a person's decision; stored by patterns.agent.review."""
+
+    id: str = Field(pattern=r"^[a-z0-9_]+-[0-9a-f]{10}$")
+    op: str
+    run: str
+    target: str = Field(description="file the change merges into (kernels/<op>/baseline.py by default)")
+    target_sha256: str = Field(description="the target's sha256 when the candidate was made; accept refuses if it changed")
+    symbol: str = Field(description="the op's entry point (the launcher)")
+    pattern_id: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    safety: Safety
+    origin: Literal["rewrite", "llm-patch"] = "rewrite"
+    candidate: str
+    candidate_sha256: str
+    diff: str
+    bundle: str
+    device: str
+    grid: str = Field(description="the correctness grid the gate used, e.g. 'all 4 shapes' or 'first 1 of 4 shapes'")
+    hypothesis: Hypothesis
+    trail: list[Attempt] = Field(default_factory=list)
+    created: str
+    status: Literal["pending", "accepted", "rejected"] = "pending"
+    decided_by: str = ""
+    decided_at: str = ""
+    note: str = ""
+    registry_version: int | None = None
+
+
+class JournalEvent(StrictModel):
+    """One line of an agent run's journal (JSONL, appended and fsynced)."""
+
+    seq: int = Field(ge=1)
+    at: str
+    kind: Literal["start", "resume", "plan", "validating", "attempt", "review", "merge", "finish"]
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Draft(StrictModel):
+    """A pattern skeleton proposed by `patterns distill`, before review.
+
+    The mechanical fields are filled from upstream facts and checked exactly as
+    in a Pattern: id, a title, a category guess, `present_when` (the cluster's
+    signature as predicates, so it runs), the upstream evidence and tags.
+    The prose a person (or an LLM, checked) must write -- summary, why,
+    applicability, traps, transformation, limits, safety -- may be empty or
+    missing; `missing()` lists what still stands between the draft and a Pattern.
+    Drafts live outside the library (load_library never reads them).
+    """
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str = Field(min_length=8)
+    category: Category
+    status: Literal[Status.draft] = Status.draft
+    summary: str = ""
+    why: str = ""
+    applicability: str = Field("", description="prose: when the technique pays, for the reviewer to turn into applies_when")
+    present_when: Condition
+    applies_when: AppliesWhen | None = None
+    resource_limits: ResourceLimits | None = None
+    transformation: Transformation | None = None
+    safety: Safety | None = None
+    evidence: PatternEvidence
+    traps: list[Trap] = Field(default_factory=list)
+    references: list[Reference] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    signature: list[str] = Field(default_factory=list, description="the recurring facts the cluster shares")
+    support: dict[str, int] = Field(default_factory=dict, description="project -> upstream kernels in the cluster")
+
+    def missing(self) -> list[str]:
+        """Pattern fields that are still empty or fail the Pattern schema."""
+        from pydantic import ValidationError
+
+        data = self.model_dump(mode="json", exclude={"applicability", "signature", "support"}, exclude_none=True)
+        data["status"] = Status.preview.value
+        try:
+            Pattern.model_validate(data)
+        except ValidationError as exc:
+            return sorted({".".join(str(x) for x in err["loc"][:1]) for err in exc.errors()})
+        return []
+
