@@ -16,8 +16,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +24,7 @@ from typing import get_args
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
-from patterns.core.files import FolderError, check_replaceable, swap_in
+from patterns.core.files import FolderError, write_folder
 from patterns.core.library import Entry
 from patterns.core.schema import (
     ArchCondition,
@@ -71,41 +69,26 @@ class CatalogError(ValueError):
 def render_catalog(entries: list[Entry], out_dir: Path) -> Path:
     """Write index.html and <id>.html for every entry into out_dir; return the index path."""
     out = Path(os.path.abspath(out_dir))
-    _check_replaceable(out)
     ids = [e.id for e in entries]
     if len(set(ids)) != len(ids):
         raise CatalogError(f"duplicate pattern ids: {sorted({i for i in ids if ids.count(i) > 1})}")
     if "index" in ids:
         raise CatalogError("a pattern with id 'index' would overwrite index.html")
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    env = _env()
+    files = {"index.html": env.get_template("index.html").render(**_index_context(entries))}
+    page = env.get_template("pattern.html")
+    for entry in entries:
+        files[f"{entry.id}.html"] = page.render(**_page_context(entry))
     try:
-        os.chmod(tmp, 0o755)
-        env = _env()
-        index = env.get_template("index.html").render(**_index_context(entries))
-        (tmp / "index.html").write_text(index, encoding="utf-8")
-        page = env.get_template("pattern.html")
-        for entry in entries:
-            (tmp / f"{entry.id}.html").write_text(page.render(**_page_context(entry)), encoding="utf-8")
-        (tmp / MARKER).write_text("written by patterns.catalog.render_catalog; this folder is replaced as a whole\n")
-        swap_in(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_folder(out, files, MARKER, "catalog")
+    except FolderError as exc:
+        raise CatalogError(str(exc)) from None
     return out / "index.html"
 
 
 def pattern_markdown(entry: Entry) -> str:
     """The pattern's catalog page as Markdown: the same sections, in the same order, from the same view data."""
     return _env().get_template("pattern.md").render(**_page_context(entry))
-
-
-def _check_replaceable(out: Path) -> None:
-    try:
-        check_replaceable(out, MARKER, "catalog")
-    except FolderError as exc:
-        raise CatalogError(str(exc)) from None
 
 
 @lru_cache(maxsize=1)

@@ -14,15 +14,13 @@ an empty folder or an earlier export is ever replaced.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from patterns.catalog import describe_arch, describe_shape, pattern_markdown, table_cell
-from patterns.core.files import check_replaceable, swap_in
+from patterns.core.files import write_folder
 from patterns.core.library import Entry
 from patterns.core.schema import BottleneckClass
 
@@ -95,18 +93,5 @@ def render_skill(entries: list[Entry]) -> dict[str, str]:
 def export_skill(entries: list[Entry], out_dir: Path) -> Path:
     """Write the skill into out_dir (replacing an earlier export); return the SKILL.md path."""
     out = Path(out_dir).absolute()
-    check_replaceable(out, MARKER, "skill")
-    files = render_skill(entries)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        tmp.chmod(0o755)
-        for rel, text in files.items():
-            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-            (tmp / rel).write_text(text, encoding="utf-8")
-        (tmp / MARKER).write_text("written by `patterns skill export`; this folder is replaced as a whole\n")
-        swap_in(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_folder(out, render_skill(entries), MARKER, "skill")
     return out / "SKILL.md"
