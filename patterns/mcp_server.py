@@ -272,10 +272,11 @@ def serve(root: Path, http: str | None = None, host: str | None = None, chroma_u
     if not Path(root).is_dir():
         raise api.UsageError(f"--root: {root}: not a folder")
     server = PatternsServer(root, chroma_url).build()
+    say = announce or (lambda line: None)
     if bind is None:
+        say(f"patterns MCP server on stdio (root {Path(root).resolve()})")  # stderr: stdout carries the protocol
         server.run("stdio")
         return
-    if announce:
-        shown = f"[{bind[0]}]" if ":" in bind[0] else bind[0]
-        announce(f"patterns MCP server on http://{shown}:{bind[1]}/mcp (root {Path(root).resolve()})")
+    shown = f"[{bind[0]}]" if ":" in bind[0] else bind[0]
+    say(f"patterns MCP server on http://{shown}:{bind[1]}/mcp (root {Path(root).resolve()})")
     server.run("streamable-http", host=bind[0], port=bind[1])
