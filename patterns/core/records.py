@@ -1,6 +1,7 @@
 """Records the stages hand each other: the bottleneck, suggestions and the suggest
 report, candidates, checks and evidence bundles, serving registry and engine
-records, the agent's hypotheses, trail, review items and journal, and drafts.
+records (and the engine's end-to-end comparisons), the agent's hypotheses, trail,
+review items (with their end-to-end judgement) and journal, and drafts.
 
 No cache key depends on this module: editing a record invalidates nothing.
 """
