@@ -95,10 +95,10 @@ def prefill_command(
         _bad_input(f"unknown format '{format}' (table or json)")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from patterns.core.ops import OpError
     from patterns.serving.native import NativeBuildError
+    from patterns.serving.overlap import load_prefill, measure, to_check
     from patterns.serving.trace import write_trace
-    from patterns.validation.loader import GateInputError
-    from patterns.validation.overlap import load_prefill, measure, to_check
 
     files = impl or [Path(__file__).with_name("prefill.py")]
     checks, timelines = [], {}
@@ -111,7 +111,7 @@ def prefill_command(
                 m = measure(path, rounds, device, on_round=lambda _: progress.advance(task))
                 checks.append(to_check(m))
                 timelines.update({f"{path}: {label}": t for label, t in m.timelines.items()})
-    except (GateInputError, NativeBuildError) as e:
+    except (OpError, NativeBuildError) as e:
         _bad_input(str(e))
     if trace is not None:
         write_trace(trace, timelines)

@@ -73,14 +73,13 @@ class BoundOp:
 def resolve(impl: Impl, device: str) -> tuple[Literal["reference", "live"], str]:
     """(impl, device) after `auto`; switches on Triton's interpreter for live ops on a CPU."""
     from patterns.core import interpreter
-    from patterns.validation.gate import resolve_device
-    from patterns.validation.loader import GateInputError
+    from patterns.core.ops import OpError, resolve_device
 
     if impl not in ("auto", "reference", "live"):
         raise EngineError(f"unknown impl '{impl}' (auto, reference or live)")
     try:
         device = resolve_device(device)
-    except GateInputError as e:
+    except OpError as e:
         raise EngineError(str(e)) from None
     chosen = impl if impl != "auto" else ("live" if device.startswith("cuda") else "reference")
     if chosen == "live" and device == "cpu":
@@ -95,13 +94,13 @@ def resolve(impl: Impl, device: str) -> tuple[Literal["reference", "live"], str]
 
 def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = False) -> dict[str, BoundOp]:
     """The one place that decides which implementation of each op the engine calls."""
-    from patterns.kernels import load_spec, resolve as resolve_target
+    from patterns.core.ops import load_reference, load_spec
     from patterns.serving.registry import Registry, load_live
 
     bound = {}
     for op in OPS:
         spec = load_spec(op)
-        reference = resolve_target(op, spec.reference)
+        reference = load_reference(spec)
         if impl == "reference":
             file = Path(reference.__code__.co_filename)
             bound[op] = BoundOp(EngineOp(op=op, impl="reference", file=str(file.relative_to(file.parents[2]))), reference)

@@ -16,7 +16,7 @@ from patterns.cli import app
 from patterns.serving.engine import Engine, EngineError
 from patterns.serving.model import OPS, ModelConfig
 from patterns.serving.registry import Registry
-from patterns.validation.loader import kernels_dir
+from patterns.core.ops import kernels_dir
 
 CFG = ModelConfig(layers=("kda", "attn"), page=4)  # a page of 4: a 6-token sequence spans two scattered pages
 BATCH, PROMPT, NEW = 2, 3, 3

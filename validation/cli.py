@@ -16,7 +16,7 @@ from rich.table import Table
 
 from patterns.core.records import EvidenceBundle
 from patterns.validation.bundle import bundle_stem, markdown, verdict
-from patterns.validation.loader import GateInputError
+from patterns.core.ops import OpError
 
 FORMATS = ("table", "json", "markdown")
 STYLE = {True: "[green]pass[/]", False: "[bold red]FAIL[/]", None: "[yellow]not run[/]"}
@@ -46,7 +46,7 @@ def validate_command(
     try:
         with err.status(f"validating {op}…") as status:
             bundle = validate(op, candidate, device=device, out_dir=out, max_cost=max_cost, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
-    except GateInputError as e:
+    except OpError as e:
         _bad_input(err, str(e))
     console = Console()
     if format == "json":

@@ -155,7 +155,7 @@ class Ctx:
 def apply_chain(op: str, chain: Chain, dest: Path) -> str:
     """Apply `chain` to kernels/<op>/baseline.py as `patterns apply` would; write and return the result."""
     from patterns.rewriter.base import apply
-    from patterns.validation.loader import load_spec, source_path
+    from patterns.core.ops import load_spec, source_path
 
     spec = load_spec(op)
     source = source_path(spec, spec.baseline).read_text()
@@ -167,7 +167,8 @@ def apply_chain(op: str, chain: Chain, dest: Path) -> str:
 
 
 def load_candidates(ctx: Ctx, work: Path, overrides: dict[str, Path]) -> None:
-    from patterns.validation.loader import load_impl, source_path
+    from patterns.core.ops import source_path
+    from patterns.validation.loader import load_impl
 
     ctx.baseline = load_impl(ctx.spec, "baseline", source_path(ctx.spec, ctx.spec.baseline))
     steps = list(STEPS[ctx.op])
@@ -377,7 +378,7 @@ def variants(ctx: Ctx) -> list[Variant]:
 
 def _ratio(times: dict[str, np.ndarray], fast: str, slow: str) -> dict[str, Any]:
     """How many times faster `fast` is than `slow`, per round, with its bootstrap 95% interval."""
-    from patterns.validation.perf import bootstrap_ci
+    from patterns.core.stats import bootstrap_ci
 
     r = times[slow] / times[fast]
     lo, hi = bootstrap_ci(r)
@@ -440,7 +441,7 @@ def compare(got: dict, want: dict, tol) -> tuple[float, float, str | None]:
 def smoke(op: str, log=print) -> dict[str, dict]:
     """Every variant of `op` (sweeps included) once on the CPU interpreter at the op's first CPU shape, against
     the reference: the code paths of a GPU run, checked where there is no GPU. FLA variants need fla-core."""
-    from patterns.validation.loader import load_reference, load_spec
+    from patterns.core.ops import load_reference, load_spec
     from patterns.validation.runner import call_reference
 
     from patterns.core import interpreter
@@ -459,7 +460,7 @@ def smoke(op: str, log=print) -> dict[str, dict]:
 
 def measure(ctx: Ctx, shape: dict, dtype: str, rounds: int, ceilings: dict, log: Callable[[str], None]) -> dict[str, Any]:
 
-    from patterns.validation.loader import load_reference
+    from patterns.core.ops import load_reference
     from patterns.validation.perf import time_interleaved
     from patterns.validation.runner import call_reference, clone_inputs, shape_label
 
@@ -514,7 +515,7 @@ def measure(ctx: Ctx, shape: dict, dtype: str, rounds: int, ceilings: dict, log:
 
 def run_case(op: str, out: Path, rounds: int, sweep: bool, overrides: dict[str, Path], warm_shard: tuple[int, int] | None) -> int:
     import torch
-    from patterns.validation.loader import load_spec
+    from patterns.core.ops import load_spec
     from patterns.validation.perf import device_ceilings
     from patterns.validation.runner import active_dtypes, clone_inputs
 
@@ -566,7 +567,7 @@ def run_case(op: str, out: Path, rounds: int, sweep: bool, overrides: dict[str, 
 
 def partition_curves(ctx: Ctx) -> dict[str, Any]:
     """The partitioned-vs-unpartitioned error curve of the baseline and of the final step."""
-    from patterns.validation.loader import load_reference
+    from patterns.core.ops import load_reference
     from patterns.validation.partition import check_partition
 
     final = list(ctx.steps)[-1]

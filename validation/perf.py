@@ -32,6 +32,7 @@ NOISE_FLOOR = 0.02
 import torch
 
 from patterns.core.records import CheckResult
+from patterns.core.stats import bootstrap_ci
 from patterns.validation.loader import Impl
 from patterns.validation.runner import active_dtypes, clone_inputs, shape_label
 from patterns.core.opspec import Acceptance, OpSpec
@@ -97,13 +98,6 @@ def _inner_count(fn: Callable[[], Any], flush: torch.Tensor) -> int:
     end.synchronize()
     per = max(start.elapsed_time(end) / 5, 1e-3)
     return int(min(200, max(5, math.ceil(2.0 / per))))
-
-
-def bootstrap_ci(values: np.ndarray, n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    meds = np.median(values[rng.integers(0, len(values), (n, len(values)))], axis=1)
-    lo, hi = np.percentile(meds, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def time_interleaved(fns: dict[str, Callable[[], Any]], device: str, rounds: int, inner: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
