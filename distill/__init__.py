@@ -11,7 +11,7 @@ Pipeline (one module per step):
                  cached by sha256 (cache.py), extracted in one process pool shared by
                  all sources.
     pyfacts.py   Python: one stdlib parse per file; the foundation's extractor
-                 (patterns.core.ast_facts) on the kernel part, host functions read into the
+                 (patterns.core.facts) on the kernel part, host functions read into the
                  same FileFacts fields by a lighter reader.
     native.py    CUDA/C++: tree-sitter (CUDA grammar) -> NativeFileFacts: TMA copies
                  and descriptors, mbarriers, wgmma/UMMA/MMA, register reallocation,

@@ -17,7 +17,10 @@ from patterns.distill.sources import cache_dir
 
 from patterns.core.files import write_atomic
 
-_EXTRACTOR_MODULES = ("patterns.core.facts", "patterns.core.ast_facts", "patterns.distill.pyfacts", "patterns.distill.native")
+_EXTRACTOR_MODULES = (
+    "patterns.core.facts.constants", "patterns.core.facts.kernel", "patterns.core.facts.host", "patterns.core.facts.cache",
+    "patterns.distill.pyfacts", "patterns.distill.native",
+)
 
 
 @lru_cache(maxsize=1)

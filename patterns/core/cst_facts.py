@@ -1,4 +1,4 @@
-"""libcst helpers for the rewriter's codemods (facts themselves come from patterns.core.ast_facts)."""
+"""libcst helpers for the rewriter's codemods (facts themselves come from patterns.core.facts)."""
 from __future__ import annotations
 
 import libcst as cst

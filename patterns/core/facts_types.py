@@ -34,7 +34,7 @@ class CallSite(_Facts):
     first_arg_origin: str = Field("", description="call that produced the first argument, e.g. tl.make_block_ptr")
     operand_dtypes: list[str] = Field(default_factory=list, description="tl.dot operand dtypes where readable")
     via: str = Field("", description="@triton.jit helper this call was inlined from")
-    pid_axes: list[int] = Field(default_factory=list, description="program_id axes the arguments depend on (a + ast_facts.FOLDED_AXIS: the fast part `program_id(a) % n` of a folded axis)")
+    pid_axes: list[int] = Field(default_factory=list, description="program_id axes the arguments depend on (a + facts.FOLDED_AXIS: the fast part `program_id(a) % n` of a folded axis)")
     depends_on: list[str] = Field(default_factory=list, description="variables the arguments derive from, transitively")
 
     @property

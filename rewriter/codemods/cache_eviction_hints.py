@@ -31,7 +31,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from patterns.core.ast_facts import FOLDED_AXIS
+from patterns.core.facts import FOLDED_AXIS
 from patterns.rewriter.edits import WIDTH, PlannedCodemod, code, kwarg, names_in, pid_axes, pid_call
 
 # each program streams its own rows: nothing is shared between programs

@@ -1,4 +1,4 @@
-"""The extractor behind patterns.core.facts: kernel and launcher facts from the standard-library AST.
+"""The extractor: kernel and launcher facts of one file from the standard-library AST.
 
 The stdlib parser is written in C and carries positions on every node, so a file
 costs one parse and one walk; a concrete syntax tree with position metadata
@@ -16,8 +16,16 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from patterns.core.facts import _FLOAT_DTYPES, _JIT_DECORATORS, _MODULE_ALIASES, FactsError
-from patterns.core.facts_types import AutotuneFacts, CallSite, FileFacts, KernelFacts, LaunchFacts, LoopFacts, Param
+from patterns.core.facts.constants import FLOAT_DTYPES, FOLDED_AXIS, JIT_DECORATORS, MODULE_ALIASES, FactsError
+from patterns.core.facts_types import (
+    AutotuneFacts,
+    CallSite,
+    FileFacts,
+    KernelFacts,
+    LaunchFacts,
+    LoopFacts,
+    Param,
+)
 
 # augmented-assignment operators by the names accumulator facts use (`add:<expr>`)
 _AUG_OPS = {
@@ -297,11 +305,6 @@ class _Scope:
     loaded: set[str] = field(default_factory=set)
 
 
-# `tl.program_id(a) % n` (tiles folded into axis a as its fastest part, `pid // n` the rest) counts as
-# axis a + FOLDED_AXIS: a load that reads only `pid // n` is shared by the programs of those tiles
-FOLDED_AXIS = 3
-
-
 @dataclass
 class _Reach:
     """What an expression mentions, read in one walk and kept per node (an assignment's value is read three times).
@@ -379,7 +382,7 @@ class _Extractor:
         full = self.aliases.get(head)
         if full is None:
             return name
-        full = _MODULE_ALIASES.get(full, full)
+        full = MODULE_ALIASES.get(full, full)
         return f"{full}.{rest}" if rest else full
 
     def _alias(self, local: str, full: str) -> None:
@@ -410,7 +413,7 @@ class _Extractor:
             expr = dec.func if isinstance(dec, ast.Call) else dec
             decorators.append((self._qualify(dotted(expr)), dec))
         names = [n for n, _ in decorators]
-        if any(n in _JIT_DECORATORS or n.endswith(".jit") for n in names):
+        if any(n in JIT_DECORATORS or n.endswith(".jit") for n in names):
             facts = KernelFacts(
                 name=node.name,
                 path=self.path,
@@ -918,7 +921,7 @@ _LEAVE = {
 
 def _dtype_name(name: str) -> str:
     short = name.rsplit(".", 1)[-1]
-    return short if short in _FLOAT_DTYPES or short.startswith(("int", "uint", "float")) else ""
+    return short if short in FLOAT_DTYPES or short.startswith(("int", "uint", "float")) else ""
 
 
 def _inline_helpers(kernels: list[KernelFacts]) -> None:

@@ -1,47 +1,30 @@
-"""Kernel facts: what a Python file's Triton kernels and launchers do, with lines.
-
-One extractor (the standard-library AST, patterns.core.ast_facts) serves every stage: the library's
-`present_when` checks, the distiller, the retriever and the rewriter. Facts are
-deliberately generic (every call site with its arguments, loops, launches) so
-that predicates are queries over them rather than one-off AST walks.
-"""
+"""Facts of a file, cached by content hash (and by the sources of the files it re-exports names from)."""
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
+from patterns.core.facts.constants import FactsError
 from patterns.core.facts_types import FileFacts
 
-# Aliases upstream code uses for the Triton namespaces; normalised so that a
-# predicate can ask for "tl.dot" whatever the file imported.
-_MODULE_ALIASES = {
-    "triton.language": "tl",
-    "triton.language.extra.libdevice": "libdevice",
-    "triton.language.extra.cuda.libdevice": "libdevice",
-    "triton": "triton",
-}
-_JIT_DECORATORS = {"triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics", "heuristics"}
-_FLOAT_DTYPES = {"float32", "float16", "bfloat16", "float64", "float8e4nv", "float8e5", "float8e4b15", "fp32", "fp16", "bf16"}
+
+def extract_source(source: str, path: str = "<string>", tree=None) -> FileFacts:
+    """Facts of Python source text; `tree` is `ast.parse(source)` when the caller has it already."""
+    from patterns.core.facts.kernel import parse
+
+    return parse(source, path, tree)
 
 
-class FactsError(ValueError):
-    """A file cannot be analysed (not Python, syntax error). Message is one line."""
-
-
-def extract_source(source: str, path: str = "<string>") -> FileFacts:
-    from patterns.core.ast_facts import parse
-
-    return parse(source, path)
-
-
+@lru_cache(maxsize=1)
 def extractor_digest() -> str:
-    """The extractor's own sources and the facts' types: what anything derived from facts must be
-    rebuilt for when they change (the pattern schema and the records are not among them)."""
+    """The extractor's own sources: what anything derived from facts must be rebuilt for when they change."""
     import hashlib
 
     h = hashlib.sha256()
-    for mod in (__file__, Path(__file__).with_name("ast_facts.py"), Path(__file__).with_name("facts_types.py")):
+    for mod in sorted(Path(__file__).parent.glob("*.py")):
         h.update(Path(mod).read_bytes())
+    h.update(Path(__file__).parents[1].joinpath("facts_types.py").read_bytes())
     return h.hexdigest()
 
 
