@@ -1,11 +1,12 @@
 """The op registry: the ops of kernels/, found by path, and the device they run on.
 
 An op is a folder `kernels/<op>/` with a `spec.py` that defines `SPEC =
-OpSpec(...)` (patterns.core.opspec); the folder list is the op list. A spec
-names its launcher and reference as "module:function" (`baseline="baseline:
-kda_decode"`), where the module is a file of the op's folder, a dotted module
-or a path to a `.py` file. An op may also be given as the path to a spec.py
-anywhere (a test's own op).
+OpSpec(...)` (patterns.core.opspec); the folder list is the op list. An op
+timed on a GPU also has a `benchmark.py` (`BENCHMARK`, patterns.core.benchspec).
+A spec names its launcher and reference as "module:function" (`baseline=
+"baseline:kda_decode"`), where the module is a file of the op's folder, a
+dotted module or a path to a `.py` file. An op may also be given as the path
+to a spec.py anywhere (a test's own op).
 
 Ops are data to the core, like pattern folders: the registry locates the
 folder the kernels package is installed from without importing it, and loads
@@ -22,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from patterns.core.benchspec import Benchmark
 from patterns.core.opspec import OpSpec
 
 # where setup.py installs the kernels/ folder
@@ -63,6 +65,24 @@ def load_spec(op: str | OpSpec) -> OpSpec:
     if not isinstance(spec, OpSpec):
         raise OpError(f"{op}: spec.py defines no SPEC = OpSpec(...)")
     return spec
+
+
+def load_benchmark(op: str) -> Benchmark | None:
+    """The op's GPU benchmark (kernels/<op>/benchmark.py, patterns.core.benchspec); None when it has none."""
+    if op not in available_ops():
+        raise OpError(f"unknown op '{op}' (known: {', '.join(available_ops()) or 'none'})")
+    if not (kernels_dir() / op / "benchmark.py").is_file():
+        return None
+    bench = getattr(importlib.import_module(f"{OPS_PACKAGE}.{op}.benchmark"), "BENCHMARK", None)
+    if not isinstance(bench, Benchmark):
+        raise OpError(f"{op}: benchmark.py defines no BENCHMARK = Benchmark(...)")
+    return bench
+
+
+def benchmarked_ops() -> list[str]:
+    """The ops with a GPU benchmark, in the order their report sections stand."""
+    ops = [op for op in available_ops() if (kernels_dir() / op / "benchmark.py").is_file()]
+    return sorted(ops, key=lambda op: load_benchmark(op).position)
 
 
 def split_target(target: str) -> tuple[str, str]:
