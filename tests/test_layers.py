@@ -101,17 +101,30 @@ def imports_of(module: str, path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def violations() -> list[str]:
-    out = []
+# Known crossings waiting on another change, each with what removes it. The test fails when
+# one disappears, so the list cannot outlive its reason.
+PENDING = {
+    ("patterns.serving.engine", "patterns.validation.runner"):
+        "--verify compares live calls with the reference through the gate's runner until "
+        "patterns/core/compare.py (the one comparison) is on main",
+}
+
+
+def violations() -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) -> 'file:line' for every import against the layers."""
+    out: dict[tuple[str, str], list[str]] = {}
     for module, path in MODULES.items():
         for line, imported in imports_of(module, path):
             if not allowed(module, imported):
-                out.append(f"{path.relative_to(ROOT)}:{line}: {layer(module)} module {module} imports {imported} ({layer(imported)})")
+                out.setdefault((module, imported), []).append(f"{path.relative_to(ROOT)}:{line}")
     return out
 
 
 def test_imports_follow_the_layers():
-    assert violations() == []
+    found = violations()
+    unexpected = [f"{where[0]}: {layer(a)} module {a} imports {b} ({layer(b)})" for (a, b), where in sorted(found.items()) if (a, b) not in PENDING]
+    assert unexpected == []
+    assert sorted(set(PENDING) - set(found)) == [], "a pending crossing is gone: remove it from PENDING"
 
 
 def test_the_checker_sees_hidden_imports(tmp_path):
@@ -156,8 +169,6 @@ def test_importing_a_core_module_loads_no_stage():
     assert {m: mods for m, mods in loaded.items() if mods} == {}
 
 
-@pytest.mark.parametrize("module", ["patterns.core.library", "patterns.core.predicates"])
-def test_the_probe_sees_a_stage_loaded(module):
-    """The sys.modules probe reports a stage that a core module pulls in."""
-    with_stage = f"patterns.serving.trace; import {module}"
-    assert "patterns.serving.trace" in _loaded_outside_core(with_stage)
+def test_the_probe_sees_a_stage_loaded():
+    """The sys.modules probe reports a stage module that an import pulls in."""
+    assert "patterns.serving.trace" in _loaded_outside_core("patterns.core.library, patterns.serving.trace")
