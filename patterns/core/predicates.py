@@ -7,6 +7,7 @@ returns a Verdict: whether it holds, on which lines, and a short reason that
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from dataclasses import dataclass
@@ -103,12 +104,53 @@ def _unquote(v: str) -> str:
     return v.strip().strip("'\"")
 
 
+def _code(c: CallSite, width: int = 60) -> str:
+    """The call as written (arguments and keywords), on one line: what a reader finds at its line."""
+    args = ", ".join([*c.args, *(f"{k}={v}" for k, v in c.kwargs.items())])
+    text = re.sub(r"\s+", " ", f"{c.name}({args})")
+    return text if len(text) <= width else text[: width - 2] + "…)"
+
+
 def _hit(calls: list[CallSite], what: str, min_count: int = 1) -> Verdict:
+    """A verdict over matched calls; its reason quotes the first matched call and its line, never a pattern."""
     if len(calls) >= min_count:
         lines = sorted({c.line for c in calls})
-        where = ", ".join(map(str, lines[:6])) + ("…" if len(lines) > 6 else "")
-        return Verdict(ok=True, lines=lines, reasons=[f"{what} (line {where})"])
+        first = min(calls, key=lambda c: c.line)
+        more = f", {len(lines) - 1} more line{'s' if len(lines) > 2 else ''}" if len(lines) > 1 else ""
+        return Verdict(ok=True, lines=lines, reasons=[f"{what}: `{_code(first)}` (line {first.line}{more})"])
     return Verdict(ok=False, reasons=[f"no {what}" if not calls else f"only {len(calls)}× {what}, need {min_count}"])
+
+
+def readable(patterns: list[str]) -> str:
+    """Regular expressions of a condition as a reader would say them: `(.*\\.)?(exp|exp2)` -> exp/exp2."""
+    out: list[str] = []
+    for p in patterns:
+        p = p.replace("(?i)", "")
+        p = re.sub(r"\((?:[^()]|\([^()]*\))*\)\?", "", p)  # optional groups: (.*\.)?, (math\.)?
+        p = re.sub(r"\\?.\?", "", p)  # an optional character: _?welford
+        p = re.sub(r"\.\*$", "\0", p)  # tl\.math\..* -> tl.math.* (the star put back below)
+        p = re.sub(r"\.\*|\\w\*|\\w\+|\^|\$|\\b", "", p)
+        m = re.fullmatch(r"(.*?)\(([^()]*)\)(.*)", p)
+        alts = [m.group(1) + a + m.group(3) for a in m.group(2).split("|")] if m else [p]
+        out += [re.sub(r"\\(.)", r"\1", a).replace("\0", "*") for a in alts]
+    return "/".join(dict.fromkeys(a for a in out if a)) or "/".join(patterns)
+
+
+# tl.dot_scaled (microscaled fp8/fp4 operands) is a tl.dot for every condition that asks for one
+_SPELLINGS = {"tl.dot_scaled": ("tl.dot_scaled", "tl.dot")}
+
+
+def _names(c: CallSite) -> tuple[str, ...]:
+    """The names a call answers to: its own, and tl.dot for tl.dot_scaled."""
+    return _SPELLINGS.get(c.name, (c.name,))
+
+
+def _called(c: CallSite, names) -> bool:
+    return any(n in names for n in _names(c))
+
+
+def _call_matches(c: CallSite, patterns: list[str]) -> bool:
+    return any(_matches_any(n, patterns) for n in _names(c))
 
 
 def _kernel(s: Subject) -> KernelFacts:
@@ -153,7 +195,7 @@ def calls(
     k = _kernel(s)
     axes = set().union(*k.pid_deps.values(), *(c.pid_axes for c in k.calls)) if shared_between_programs is not None else set()
     for c in k.calls:
-        if c.name not in name:
+        if not _called(c, name):
             continue
         if kwarg is not None:
             if kwarg not in c.kwargs:
@@ -192,11 +234,13 @@ def dot(
     in_loop: bool | None = None,
     min_count: int = 1,
 ) -> Verdict:
-    """tl.dot calls at a given input precision ("default" = TF32 on NVIDIA for fp32), operand dtype or loop position."""
+    """tl.dot (or tl.dot_scaled) calls at a given input precision ("default" = TF32 on NVIDIA for fp32), operand dtype or loop position."""
     hits = []
-    for c in _kernel(s).calls_named("tl.dot"):
+    for c in _kernel(s).calls_named("tl.dot", "tl.dot_scaled"):
         prec = "default"
-        if "input_precision" in c.kwargs:
+        if c.name == "tl.dot_scaled":
+            prec = "scaled"  # microscaled operands: no TF32 question, matched only when no precision is asked
+        elif "input_precision" in c.kwargs:
             raw = c.kwargs["input_precision"]
             # a module constant such as tl.constexpr('ieee' if IS_NPU else 'tf32x3')
             # counts as the NVIDIA branch's value, the last quoted literal
@@ -312,7 +356,7 @@ def loop(
         if bound_param is not None and not any(re.search(rf"\b{re.escape(p)}\b", lp.iter) for p in bound_param):
             continue
         if contains is not None:
-            inside = {c.name for c in k.calls if lp.line in c.loops}
+            inside = {n for c in k.calls if lp.line in c.loops for n in _names(c)}
             if not all(name in inside for name in contains):
                 continue
         hits.append(lp)
@@ -449,8 +493,11 @@ def launch(
     for la in k.launches:
         if grid_dims is not None and la.grid_dims != grid_dims:
             continue
-        if grid_mentions is not None and not any(re.search(p, la.grid) for p in grid_mentions):
-            continue
+        if grid_mentions is not None:
+            local = s.file.host_assigns.get(la.function, {}).get(la.grid.strip())  # grid = (n, L); k[grid](...)
+            grid = la.grid + (" " + local[1] if local else "")
+            if not any(re.search(p, grid) for p in grid_mentions):
+                continue
         if kwargs is not None and not all(x in la.kwargs for x in kwargs):
             continue
         if without_kwargs is not None and any(x in la.kwargs for x in without_kwargs):
@@ -478,7 +525,7 @@ def host_calls(s: Subject, *, name: list[str], kwarg: str | None = None, kwarg_v
         if kwarg is not None and (kwarg not in c.kwargs or (kwarg_values is not None and _unquote(c.kwargs[kwarg]) not in kwarg_values)):
             continue
         hits.append(c)
-    return _hit(hits, f"host call {'/'.join(name)}", min_count)
+    return _hit(hits, f"host call {'/'.join(sorted({c.name for c in hits})) or readable(name)}", min_count)
 
 
 @predicate(scope="file")
@@ -516,7 +563,7 @@ def pid_loop(
                 continue
         elif not k.pid_deps.get(lp.target) and "program_id" not in lp.iter:
             continue
-        inside = {c.name for c in k.calls if lp.line in c.loops}
+        inside = {n for c in k.calls if lp.line in c.loops for n in _names(c)}
         if contains_any is not None and not inside & set(contains_any):
             continue
         if contains_none is not None and inside & set(contains_none):
@@ -553,7 +600,7 @@ def loop_invariant_calls(s: Subject, *, ops: list[str] = ["tl.load"], min_count:
 def file_calls(s: Subject, *, name: list[str], min_count: int = 1) -> Verdict:
     """Host code calls one of `name` in a function or at module level (regular expressions), e.g. a ctypes.PyDLL handle made at import."""
     hits = [c for c in [*s.file.host_calls, *s.file.module_calls] if _matches_any(c.name, name)]
-    return _hit(hits, f"call {'/'.join(name)}", min_count)
+    return _hit(hits, f"call {'/'.join(sorted({c.name for c in hits})) or readable(name)}", min_count)
 
 
 @predicate()
@@ -565,21 +612,54 @@ def loop_bound_loaded(s: Subject, *, min_count: int = 1) -> Verdict:
     return _hit(hits, "loop bound loaded from memory", min_count)
 
 
+def _config_values(s: Subject, source: str, name: str) -> list[str]:
+    """Values of option `name` in autotune configs built by code: a comprehension
+    (`Config(..., num_stages=s) for s in [2, 3, 4]`) or a helper function of the file returning them."""
+    out = re.findall(rf"\b{name}\s*=\s*(\d+)", source)
+    for var in re.findall(rf"\b{name}\s*=\s*([A-Za-z_]\w*)", source):
+        m = re.search(rf"for\s+{var}\s+in\s+[\[(]([\d,\s]+)[\])]", source)
+        out += re.findall(r"\d+", m.group(1)) if m else []
+    helper = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*\(.*\)\s*", source, re.S)
+    if helper:
+        fn = helper.group(1).rsplit(".", 1)[-1]
+        for c in s.file.host_calls:
+            if c.function == fn and c.name.endswith("Config") and name in c.kwargs:
+                out += _config_values(s, f"{name}={c.kwargs[name]}", name) or [c.kwargs[name]]
+    return out
+
+
 @predicate()
 def launch_option(s: Subject, *, name: str, min_value: int | None = None, max_value: int | None = None) -> Verdict:
-    """A launch keyword or autotune config option (num_stages, num_warps, ...) is an integer literal in [min_value, max_value]."""
+    """A launch keyword or autotune config option (num_stages, num_warps, ...) is an integer in [min_value, max_value].
+
+    Configs built by a comprehension or a helper of the file are read; a launch keyword the launcher
+    computes (`num_stages=config.num_stages`, a per-shape table) counts as chosen, whatever its value."""
     k = _kernel(s)
     found: list[tuple[int, int]] = []
-    texts = [(la.line, la.kwargs[name]) for la in k.launches if name in la.kwargs]
+    chosen: list[tuple[int, str]] = []
+    texts = []
+    for la in k.launches:
+        if name in la.kwargs:
+            text = la.kwargs[name].strip()
+            local = s.file.host_assigns.get(la.function, {}).get(text)
+            texts.append((la.line, local[1] if local else text))
     if k.autotune is not None:
-        texts += [(k.autotune.line, cfg[name]) for cfg in k.autotune.configs if name in cfg]
+        for cfg in k.autotune.configs:
+            if name in cfg:
+                texts.append((k.autotune.line, cfg[name]))
+            elif "source" in cfg:
+                texts += [(k.autotune.line, v) for v in _config_values(s, cfg["source"], name)]
     for line, text in texts:
         text = s.file.constants.get(text, text).strip()
         if text.isdigit():
             found.append((line, int(text)))
+        elif text and text != "None":
+            chosen.append((line, text))
     hits = [(ln, v) for ln, v in found if (min_value is None or v >= min_value) and (max_value is None or v <= max_value)]
     if hits:
         return Verdict(ok=True, lines=sorted({ln for ln, _ in hits}), reasons=[f"{name}={hits[0][1]} (line {hits[0][0]})"])
+    if chosen:
+        return Verdict(ok=True, lines=[chosen[0][0]], reasons=[f"{name}={chosen[0][1]} chosen by the launcher (line {chosen[0][0]})"])
     seen = ", ".join(str(v) for _, v in found) or "no literal value"
     return Verdict(ok=False, reasons=[f"{name}: {seen}"])
 
@@ -596,16 +676,16 @@ def calls_like(
     """Kernel calls a function whose normalised name matches `name` (regular expressions), optionally on values derived from a variable or parameter matching `depends_on`."""
     hits = []
     for c in _kernel(s).calls:
-        if not _matches_any(c.name, name):
+        if not _call_matches(c, name):
             continue
         if depends_on is not None and not any(_matches_any(v, depends_on) for v in c.depends_on):
             continue
         if in_loop is not None and c.in_loop != in_loop:
             continue
         hits.append(c)
-    desc = "call " + "/".join(sorted({c.name for c in hits}) or name)
+    desc = "call " + ("/".join(sorted({c.name for c in hits})) or readable(name))
     if depends_on:
-        desc += f" on a value derived from {'/'.join(depends_on)}"
+        desc += f" on a value derived from {readable(depends_on)}"
     if in_loop is not None:
         desc += " in a loop" if in_loop else " outside loops"
     return _hit(hits, desc, min_count)
@@ -617,13 +697,15 @@ def loop_calls(s: Subject, *, each_of: list[list[str]], direct: bool = False, mi
     k = _kernel(s)
     hits = []
     for lp in k.loops:
-        inside = [c.name for c in k.calls if (c.loops[-1:] == [lp.line] if direct else lp.line in c.loops)]
-        if all(any(_matches_any(n, group) for n in inside) for group in each_of):
-            hits.append(lp)
-    desc = "loop calling " + " and ".join("/".join(g) for g in each_of)
+        inside = [c for c in k.calls if (c.loops[-1:] == [lp.line] if direct else lp.line in c.loops)]
+        found = [next((c for c in inside if _call_matches(c, group)), None) for group in each_of]
+        if all(found):
+            hits.append((lp, found))
     if len(hits) >= min_count:
-        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"{desc} (line {', '.join(str(lp.line) for lp in hits[:6])})"])
-    return Verdict(ok=False, reasons=[f"no {desc}"])
+        lp, found = hits[0]
+        shown = "; ".join(f"`{_code(c, 40)}` (line {c.line})" for c in found)
+        return Verdict(ok=True, lines=[lp.line for lp, _ in hits], reasons=[f"loop at line {lp.line} calls {shown}"])
+    return Verdict(ok=False, reasons=["no loop calling " + " and ".join(readable(g) for g in each_of)])
 
 
 @predicate()
@@ -649,23 +731,40 @@ def reductions_share_load(
         for v in sorted(set(c.depends_on) & loaded):  # sorted: ties between groups resolve the same way every run
             if (inner is not None and v in inner.assigned) or (inner is None and v not in in_any_loop):
                 groups.setdefault((ctx, v), []).append(c)
-    best = max(groups.values(), key=len, default=[])
+    best_key, best = max(groups.items(), key=lambda kv: len(kv[1]), default=(None, []))
     if len(best) >= min_count:
+        # a value reached through an earlier statistic (mean of a first read) is no shared read:
+        # the row is read once per statistic when its address is loaded more than twice
+        reads = _reads_of(k, best_key[1])
+        if len(reads) > 2:
+            where = ", ".join(str(c.line) for c in reads[:6])
+            return Verdict(ok=False, reasons=[f"the row `{reads[0].args[0]}` is read {len(reads)} times (lines {where})"])
         lines = sorted({c.line for c in best})
         return Verdict(ok=True, lines=lines, reasons=[f"{len(best)} reductions of one loaded value in one pass (line {', '.join(map(str, lines[:6]))})"])
     return Verdict(ok=False, reasons=[f"no pass with {min_count} reductions of the same loaded value"])
+
+
+def _reads_of(k: KernelFacts, var: str) -> list[CallSite]:
+    """Every tl.load of the address `var` was loaded from (same pointer expression, helpers excluded)."""
+    loads = [c for c in k.calls if c.name == "tl.load" and c.args and not c.via]
+    line = k.assigns.get(var, (0, ""))[0]
+    source = next((c for c in loads if c.line == line), None)
+    if source is None:
+        return []
+    ptr = " ".join(source.args[0].split())
+    return [c for c in loads if " ".join(c.args[0].split()) == ptr]
 
 
 @predicate()
 def epilogue_calls(s: Subject, *, name: list[str], after: list[str] = ["tl\\.dot"], min_count: int = 1) -> Verdict:  # noqa: B006
     """Calls matching `name` sit outside loops after the last loop that calls `after` (regular expressions): work fused into the producer's epilogue."""
     k = _kernel(s)
-    producers = [lp for lp in k.loops if any(lp.line in c.loops and _matches_any(c.name, after) for c in k.calls)]
+    producers = [lp for lp in k.loops if any(lp.line in c.loops and _call_matches(c, after) for c in k.calls)]
     if not producers:
-        return Verdict(ok=False, reasons=[f"no loop calling {'/'.join(after)}"])
+        return Verdict(ok=False, reasons=[f"no loop calling {readable(after)}"])
     end = max(lp.end_line for lp in producers)
-    hits = [c for c in k.calls if not c.loops and c.line > end and _matches_any(c.name, name)]
-    return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits}) or name)} after the {'/'.join(after)} loop", min_count)
+    hits = [c for c in k.calls if not c.loops and c.line > end and _call_matches(c, name)]
+    return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits})) or readable(name)} after the {readable(after)} loop", min_count)
 
 
 @predicate(scope="file")
@@ -690,6 +789,164 @@ def loop_option(s: Subject, *, name: str, values: list[str] | None = None, min_c
     if len(hits) >= min_count:
         return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"{desc} (line {', '.join(str(lp.line) for lp in hits[:6])})"])
     return Verdict(ok=False, reasons=[f"no {desc}"])
+
+
+# --------------------------------------------------------------------------------------
+# structure over names: techniques recognised by what the code does, however it is spelled
+# --------------------------------------------------------------------------------------
+
+
+def _factors(node: ast.expr) -> list[ast.expr]:
+    """The factors of a product `a * b * c` (a lone expression is its own factor)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
+
+
+def _parse(text: str) -> ast.expr | None:
+    try:
+        return ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+
+@predicate()
+def welford_update(s: Subject) -> Verdict:
+    """A Welford update written inline: an accumulator grows by (x - mean_new) * (x - mean_old), two deviations of one value from two means, whatever the helpers are called."""
+    k = _kernel(s)
+    candidates = [(var, e.partition(":")[2]) for var, exprs in k.accumulates.items() for e in exprs if e.startswith("add:")]
+    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if re.search(rf"\b{re.escape(var)}\s*\+", expr)]
+    for var, text in candidates:
+        node = _parse(text)
+        if node is None:
+            continue
+        deviations = []
+        for f in _factors(node.right if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)
+                          and ast.unparse(node.left) == var else node):
+            if isinstance(f, ast.Name) and f.id in k.assigns:  # delta = x - mean; acc += delta * delta2
+                f = _parse(k.assigns[f.id][1]) or f
+            if isinstance(f, ast.BinOp) and isinstance(f.op, ast.Sub):
+                deviations.append((ast.unparse(f.left), ast.unparse(f.right)))
+        if any(a[0] == b[0] and a[1] != b[1] for i, a in enumerate(deviations) for b in deviations[i + 1:]):
+            line = k.assigns.get(var, (k.line, ""))[0]
+            shown = " ".join(text.split())[:50]
+            return Verdict(ok=True, lines=[line], reasons=[f"Welford update of {var}: `{var} += {shown}` (line {line})"])
+    return Verdict(ok=False, reasons=["no accumulator of (x - new mean) * (x - old mean)"])
+
+
+_TUNER_DECORATOR = re.compile(r"(?i)tun(e|er|ing)")
+_CONFIG_SOURCE = re.compile(r"(?i)(config|cfg|tun|best|lookup|table|meta)")
+
+
+@predicate()
+def tuned_elsewhere(s: Subject) -> Verdict:
+    """Tile sizes or launch options chosen per shape by something other than @triton.autotune: another autotuner's decorator (libtuner, a project's autotune), an autotune wrapper applied to the kernel (`f = triton.autotune(...)(kernel)`), or launch values read from a tuned config (`**config`, `config.num_warps`, `_get_config(M)[4]`, a per-device JSON table)."""
+    k = _kernel(s)
+    for d in k.decorators:
+        last = d.rsplit(".", 1)[-1]
+        if d != "triton.autotune" and _TUNER_DECORATOR.search(last):
+            return Verdict(ok=True, lines=[k.line], reasons=[f"tuned by @{d} (line {k.line})"])
+    for name, text in s.file.constants.items():
+        if re.search(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", text, re.S):
+            return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
+    for la in k.launches:
+        local = s.file.host_assigns.get(la.function, {})
+        for text in [*la.args, *la.kwargs.values()]:
+            source = local[text][1] if text in local else text
+            if re.fullmatch(r"[\w.\[\]'\"]+", text) and re.search(r"(?i)\b\w*(config|cfg)\w*\b", text):
+                return Verdict(ok=True, lines=[la.line], reasons=[f"launch takes `{text}` from a tuned config (line {la.line})"])
+            call = re.match(r"\(?\s*([\w.]+)\s*\(", source)
+            if text in local and call and _CONFIG_SOURCE.search(call.group(1).rsplit(".", 1)[-1]):
+                return Verdict(ok=True, lines=[la.line], reasons=[f"launch takes `{text}` = `{source[:50]}` from a config table (line {la.line})"])
+    return Verdict(ok=False, reasons=["no autotuner or tuned config other than @triton.autotune"])
+
+
+_GRID_SIZE = r"(?i)(num_sms|n_sms|nsms|num_ctas|grid_size|num_programs|num_progs|num_cores?|num_workers|num_pid)"
+
+
+@predicate()
+def grid_stride_loop(s: Subject) -> Verdict:
+    """Programs walk work items with the grid as stride: a program_id-derived index advanced by tl.num_programs or a NUM_SMS-like value in a loop (`for t in range(pid, n, NUM_SMS)`, or `tile += NUM_SMS` in a while loop)."""
+    k = _kernel(s)
+    grid = {p.name for p in k.params if _matches_any(p.name, [_GRID_SIZE])}
+    grid |= {v for v, (_, e) in k.assigns.items() if "tl.num_programs" in e or _matches_any(v, [_GRID_SIZE])}
+
+    def strides(text: str) -> bool:
+        return "tl.num_programs" in text or any(re.search(rf"\b{re.escape(g)}\b", text) for g in grid)
+
+    for lp in k.loops:
+        if lp.start_pid_axes and len(lp.args) >= 3 and strides(lp.args[2]):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"loop over `{lp.iter}` strides by the grid (line {lp.line})"])
+    for var, exprs in k.accumulates.items():
+        if k.pid_deps.get(var) and any(e.startswith("add:") and strides(e[4:]) for e in exprs):
+            line = next((lp.line for lp in k.loops if var in lp.assigned), k.line)
+            return Verdict(ok=True, lines=[line], reasons=[f"{var} advances by the grid size in the loop at line {line}"])
+    return Verdict(ok=False, reasons=["no loop striding by the grid size"])
+
+
+@predicate()
+def recurrence_state(s: Subject) -> Verdict:
+    """A state carried across a loop's iterations and updated from itself: `h = a * h + x`, or `h *= decay` then `h += ...` (a linear recurrence over the loop index)."""
+    k = _kernel(s)
+    for lp in k.loops:
+        for var in lp.assigned:
+            if var == lp.target:
+                continue
+            ops = {e.partition(":")[0] for e in k.accumulates.get(var, [])}
+            expr = k.assigns.get(var, (0, ""))[1]
+            own = rf"\b{re.escape(var)}\b"
+            scaled = "multiply" in ops or re.search(rf"\*\s*{own}|{own}\s*\*", expr)
+            added = "add" in ops or (re.search(own, expr) and "+" in expr)
+            if scaled and added and var in k.loaded:
+                line = k.assigns.get(var, (lp.line, ""))[0]
+                return Verdict(ok=True, lines=[line], reasons=[f"{var} is decayed and updated every iteration of the loop at line {lp.line}"])
+    return Verdict(ok=False, reasons=["no state decayed and updated across loop iterations"])
+
+
+_GATE_MATH = [r"(.*[._])?(exp|exp2|log|log2|sigmoid|softplus|sqrt|rsqrt|tanh)"]
+
+
+@predicate()
+def hoisted_loop_constants(s: Subject, *, transformed: bool = False) -> Verdict:
+    """Values loaded outside every loop that a loop then uses (transformed: only those also put through exp, log, sigmoid, softplus, sqrt, ... there): constants read and derived once, not per iteration."""
+    k = _kernel(s)
+    in_loops = {v for lp in k.loops for v in lp.assigned}
+    used_in_loops = {v for c in k.calls if c.loops for v in c.depends_on}
+    for c in k.calls:
+        if c.loops or c.via:
+            continue
+        math = _call_matches(c, _GATE_MATH)
+        if c.name != "tl.load" and not (math and (set(c.depends_on) & set(k.loaded) or any("load(" in a for a in c.args))):
+            continue
+        if transformed and not math:
+            continue
+        derived = [v for v, (line, _) in k.assigns.items() if line == c.line and v not in in_loops]
+        used = [v for v in derived if v in used_in_loops]
+        if used:
+            return Verdict(ok=True, lines=[c.line], reasons=[f"{used[0]} = `{_code(c)}` once before the loop (line {c.line})"])
+    return Verdict(ok=False, reasons=["no loop constant loaded before the loop"])
+
+
+@predicate()
+def launched_after_another_kernel(s: Subject) -> Verdict:
+    """A host function launches this kernel after launching another Triton kernel: its prologue could overlap that kernel's tail."""
+    k = _kernel(s)
+    for la in k.launches:
+        before = [o for o in s.file.launches if o.function == la.function and o.line < la.line and o.kernel != la.kernel]
+        if before:
+            return Verdict(ok=True, lines=[before[-1].line, la.line],
+                           reasons=[f"{la.function} launches {before[-1].kernel} (line {before[-1].line}) then {k.name} (line {la.line})"])
+    return Verdict(ok=False, reasons=["not launched right after another kernel"])
+
+
+@predicate()
+def descriptor_params(s: Subject) -> Verdict:
+    """The kernel loads or stores through a parameter's own methods (`desc.load([m, k])`): a tensor descriptor made on the host."""
+    k = _kernel(s)
+    params = {p.name for p in k.params if not p.constexpr}
+    hits = [c for c in k.calls if "." in c.name and c.name.split(".", 1)[0] in params
+            and c.name.rsplit(".", 1)[-1] in ("load", "store", "gather", "scatter", "atomic_add")]
+    return _hit(hits, "load/store through a descriptor parameter")
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,549 @@
+"""The real-kernel corpus: `suggest` measured on Triton kernels the project did not write.
+
+    python -m patterns.retriever.corpus fetch [--packages FILE]
+    python -m patterns.retriever.corpus run [--labels FILE] [--out DIR] [--limit N]
+
+`fetch` downloads the pinned wheels of evidence/corpus/packages.yaml
+(`pip download --no-deps --only-binary=:all:`, into the user cache; nothing
+is installed or imported) and copies out the files that define Triton kernels,
+keeping package, version, path and hash of each. `run` analyses every kernel
+twice, without shapes and with plausible ones named after the launcher's own
+variables, and reports crashes, the kernels left without a sized bottleneck
+and why, the verdict distribution and the time taken; on the hand-labelled
+kernels (evidence/corpus/labels.yaml, written from reading the code before any
+run) it reports recall@5 and how often an already-applied technique is
+suggested. The report is a rich table and JSON + Markdown under evidence/corpus/.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+import zipfile
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from patterns.core import files
+
+REPO = Path(__file__).resolve().parents[1]
+EVIDENCE = REPO / "evidence" / "corpus"
+PACKAGES_FILE = EVIDENCE / "packages.yaml"
+LABELS_FILE = EVIDENCE / "labels.yaml"
+TOP = 5
+FILE_TIME_LIMIT_S = 60
+
+
+class CorpusError(ValueError):
+    """Bad corpus input (package list, labels, download); one line."""
+
+
+def cache_root() -> Path:
+    import os
+
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("PATTERNS_CACHE_DIR") or user_cache_dir("patterns"))
+
+
+def corpus_dir() -> Path:
+    return cache_root() / "corpus"
+
+
+# --------------------------------------------------------------------------------------
+# fetch
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Package:
+    name: str
+    version: str
+    include: list[str]
+    max_files: int = 40
+    exclude: list[str] = field(default_factory=list)
+
+
+def load_packages(path: Path = PACKAGES_FILE) -> list[Package]:
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return [Package(**p) for p in raw]
+    except (OSError, yaml.YAMLError, TypeError) as exc:
+        raise CorpusError(f"{path}: not a package list ({str(exc).splitlines()[0]})") from None
+
+
+def download(pkg: Package) -> Path:
+    """The wheel of `pkg` in the user cache, downloaded once with pip."""
+    dest = cache_root() / "upstream"
+    dest.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[-_.]+", "_", pkg.name).lower()
+
+    def find() -> Path | None:
+        for p in sorted(dest.glob("*.whl")):
+            name, _, rest = p.name.partition("-")
+            if re.sub(r"[-_.]+", "_", name).lower() == stem and rest.split("-", 1)[0] == pkg.version:
+                return p
+        return None
+
+    found = find()
+    if found is not None:
+        return found
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+           "-q", "-d", str(dest), f"{pkg.name}=={pkg.version}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    found = find()
+    if proc.returncode != 0 or found is None:
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("ERROR")]
+        raise CorpusError(f"{pkg.name}=={pkg.version}: pip download failed: {(errors or ['no wheel saved'])[-1]}")
+    return found
+
+
+_KERNEL_HINT = re.compile(rb"@(\w+\.)*(jit|autotune|heuristics)\b|triton\.jit\(")
+
+
+def _kernel_names(text: str, path: str) -> list[str]:
+    from patterns.core.facts import FactsError, extract_source
+
+    try:
+        return [k.name for k in extract_source(text, path).kernels]
+    except FactsError:
+        return []
+
+
+def select(pkg: Package, wheel: Path) -> list[dict]:
+    """The package's Triton kernel files, a deterministic sample of at most max_files."""
+    found = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".py") or not any(name.startswith(p) for p in pkg.include):
+                continue
+            if any(name.startswith(p) for p in pkg.exclude):
+                continue
+            raw = zf.read(info)
+            if b"triton" not in raw or not _KERNEL_HINT.search(raw):
+                continue
+            text = raw.decode("utf-8", "replace")
+            kernels = _kernel_names(text, name)
+            if kernels:
+                found.append({"path": name, "sha256": files.sha256_hex(raw), "kernels": kernels, "_raw": raw})
+    found.sort(key=lambda f: hashlib.sha256(f"{pkg.name}/{f['path']}".encode()).hexdigest())
+    return found[: pkg.max_files]
+
+
+def fetch(packages: list[Package], progress=None) -> dict:
+    """Download and copy out every package's sample; the manifest lists what was taken."""
+    root = corpus_dir()
+    manifest = {"packages": [], "files": []}
+    task = progress.add_task("fetching wheels", total=len(packages)) if progress else None
+    for pkg in packages:
+        wheel = download(pkg)
+        chosen = select(pkg, wheel)
+        base = root / f"{pkg.name}-{pkg.version}"
+        for f in chosen:
+            files.write_atomic(base / f["path"], f.pop("_raw"), durable=False)
+            manifest["files"].append({"package": pkg.name, "version": pkg.version, **f, "local": str(base / f["path"])})
+        manifest["packages"].append({"name": pkg.name, "version": pkg.version, "wheel": wheel.name,
+                                     "wheel_sha256": files.sha256_file(wheel), "files": len(chosen),
+                                     "kernels": sum(len(f["kernels"]) for f in chosen)})
+        if progress:
+            progress.advance(task)
+    files.write_atomic(root / "manifest.json", json.dumps(manifest, indent=1), durable=False)
+    return manifest
+
+
+def load_manifest() -> dict:
+    path = corpus_dir() / "manifest.json"
+    if not path.exists():
+        raise CorpusError(f"{path}: no corpus yet (run `python -m patterns.retriever.corpus fetch`)")
+    return json.loads(path.read_text())
+
+
+# --------------------------------------------------------------------------------------
+# plausible shapes: values for the launcher's own size names
+# --------------------------------------------------------------------------------------
+
+# (name pattern, value): serving-sized defaults for the names kernels use for their extents
+_SIZE_NAMES: list[tuple[str, int]] = [
+    (r"(?i)(b|batch|batch_size|bs|n_batch|num_seqs|num_batches|nb|n_seqs)", 8),
+    (r"(?i)(t|s|l|seq_len|seqlen|seq_length|n_ctx|max_seqlen|max_seq_len|num_tokens|n_tokens|ntokens|total_tokens|token_num|tokens)", 4096),
+    (r"(?i)(hkv|h_kv|hk|num_kv_heads|n_kv_heads|nheads_k|num_heads_kv|kv_head_num|num_kv_head)", 8),
+    (r"(?i)(h|hq|hv|num_heads|n_heads|nheads|num_q_heads|head_num|num_heads_q|num_head|n_head)", 32),
+    (r"(?i)(g|ng|kv_group_num|group_size|gqa_group_size|num_groups)", 4),
+    (r"(?i)(d|k|v|dk|dv|head_dim|head_size|hd|d_head|headdim|qk_head_dim|v_head_dim|dim_head)", 128),
+    (r"(?i)(m|n_rows|rows|n_row|num_rows|m_size|num_tokens_m)", 4096),
+    (r"(?i)(n|n_cols|cols|hidden|hidden_size|dim|d_model|hidden_dim|n_col|num_cols|features|n_size|k_size)", 4096),
+    (r"(?i)(numel|n_elements|n_elem|total_elements|num_elements|n_numel|size)", 1 << 24),
+    (r"(?i)(e|num_experts|n_experts|experts|n_expert)", 8),
+    (r"(?i)(topk|top_k)", 2),
+    (r"(?i)(vocab|vocab_size|n_vocab)", 128256),
+    (r"(?i)(page_size|page_block_size)", 16),
+    (r"(?i)(chunk_size|bt)", 64),
+    (r"(?i)(nt|num_chunks|n_chunks)", 64),
+]
+_GEMM = {"M": 4096, "N": 4096, "K": 4096}
+
+
+def plausible_value(name: str, gemm: bool) -> int | None:
+    if gemm and name in _GEMM:
+        return _GEMM[name]
+    for pattern, value in _SIZE_NAMES:
+        if re.fullmatch(pattern, name):
+            return value
+    return None
+
+
+def plausible_shapes(facts, kernel) -> dict[str, int]:
+    """Values for the size names a kernel and its launcher use: its int parameters and the launcher's free names."""
+    names: list[str] = [p.name for p in kernel.params if not p.constexpr]
+    for la in kernel.launches:
+        assigned = facts.host_assigns.get(la.function, {})
+        texts = [expr for _, expr in assigned.values()] + la.args + list(la.kwargs.values()) + [la.grid]
+        for text in texts:
+            names += [n for n in re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*\()", text) if n not in assigned]
+    gemm = any(c.name == "tl.dot" and c.in_loop for c in kernel.calls) and {"M", "N", "K"} <= set(names)
+    out = {}
+    for n in dict.fromkeys(names):
+        v = plausible_value(n, gemm)
+        if v is not None:
+            out[n] = v
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# run
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class KernelRun:
+    package: str
+    version: str
+    path: str
+    kernel: str
+    mode: str  # "plain" | "shapes"
+    verdict: str = ""
+    sized: bool = False
+    why_unsized: str = ""
+    top: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    shapes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class FileRun:
+    package: str
+    version: str
+    path: str
+    mode: str
+    seconds: float
+    kernels: list[KernelRun] = field(default_factory=list)
+    crash: str = ""  # traceback's last line: an exception suggest did not turn into a one-line error
+    rejected: str = ""  # a one-line error (bad input as suggest sees it)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):  # noqa: ARG001
+    raise _Timeout()
+
+
+def _unsized_reason(kernel_facts, report_kernel) -> str:
+    """Why a kernel got no sized verdict: the launch is elsewhere, or the names the estimate could not size."""
+    if kernel_facts is not None and not kernel_facts.launches:
+        return "no launch in this file (launcher elsewhere)"
+    text = " ".join(report_kernel.bottleneck.rationale)
+    m = re.search(r"unknown: ([^)]*)\)", text)
+    if m:
+        return "unknown: " + m.group(1)
+    m = re.search(r"not sized[^:]*: ?(.*)", text)
+    return m.group(1)[:80] if m else "launch not replayable"
+
+
+def run_file(entry: dict, mode: str, entries) -> FileRun:
+    from patterns.core.facts import FactsError, extract_file
+    from patterns.retriever.retrieve import RetrieveError, suggest
+
+    path = Path(entry["local"])
+    out = FileRun(entry["package"], entry["version"], entry["path"], mode, 0.0)
+    t0 = time.perf_counter()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(FILE_TIME_LIMIT_S)
+    try:
+        facts = extract_file(path)
+        by_name = {k.name: k for k in facts.kernels}
+        shapes: dict[str, int] = {}
+        if mode == "shapes":
+            for k in facts.kernels:
+                shapes.update(plausible_shapes(facts, k))
+        report = suggest(path, shapes=shapes, top=TOP, entries=entries)
+        for kr in report.kernels:
+            kf = by_name.get(kr.kernel)
+            sized = "programs" in kr.bottleneck.numbers or kr.bottleneck.source != "estimate"
+            out.kernels.append(KernelRun(
+                entry["package"], entry["version"], entry["path"], kr.kernel, mode,
+                verdict=kr.bottleneck.cls.value, sized=sized,
+                why_unsized="" if sized or kf is None else _unsized_reason(kf, kr),
+                top=[s.pattern_id for s in kr.suggestions], already=[s.pattern_id for s in kr.already_applied],
+                shapes={n: v for n, v in shapes.items()} if kf is not None else {},
+            ))
+    except (FactsError, RetrieveError) as exc:
+        out.rejected = str(exc).splitlines()[0]
+    except _Timeout:
+        out.crash = f"timed out after {FILE_TIME_LIMIT_S} s"
+    except Exception as exc:  # the measurement: every other exception is a crash of suggest
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+        out.crash = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} ({where})"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# labels: recall@5 and already-applied suggestions
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Label:
+    package: str
+    version: str
+    path: str
+    kernel: str
+    expected: list[str]
+    applied: list[str]
+    bottleneck: str
+    why: str = ""
+
+
+def load_labels(path: Path = LABELS_FILE, known: set[str] | None = None) -> list[Label]:
+    try:
+        raw = yaml.safe_load(path.read_text()) or []
+    except (OSError, yaml.YAMLError) as exc:
+        raise CorpusError(f"{path}: not a label file ({str(exc).splitlines()[0]})") from None
+    out = []
+    for i, r in enumerate(raw):
+        try:
+            lab = Label(r["package"], str(r["version"]), r["path"], r["kernel"], r.get("expected", []) or [],
+                        r.get("applied", []) or [], r["bottleneck"], r.get("why", ""))
+        except (KeyError, TypeError) as exc:
+            raise CorpusError(f"{path}: label {i + 1}: missing {exc}") from None
+        if known is not None:
+            bad = [p for p in lab.expected + lab.applied if p not in known]
+            if bad:
+                raise CorpusError(f"{path}: label {i + 1} ({lab.kernel}): no pattern named {', '.join(bad)}")
+        out.append(lab)
+    return out
+
+
+def score_labels(labels: list[Label], runs: list[KernelRun], mode: str) -> dict:
+    by_key = {(r.package, r.path, r.kernel): r for r in runs if r.mode == mode}
+    rows, recalls, n_top, n_applied_suggested, missing = [], [], 0, 0, []
+    for lab in labels:
+        r = by_key.get((lab.package, lab.path, lab.kernel))
+        if r is None:
+            missing.append(f"{lab.package}/{lab.path}:{lab.kernel}")
+            continue
+        hits = [p for p in lab.expected if p in r.top]
+        if lab.expected:
+            recalls.append(len(hits) / len(lab.expected))
+        resuggested = [p for p in r.top if p in lab.applied]
+        n_top += len(r.top)
+        n_applied_suggested += len(resuggested)
+        rows.append({"package": lab.package, "path": lab.path, "kernel": lab.kernel, "expected": lab.expected,
+                     "top": r.top, "hits": hits, "applied": lab.applied, "recognised": [p for p in lab.applied if p in r.already],
+                     "resuggested": resuggested, "bottleneck_label": lab.bottleneck, "bottleneck_tool": r.verdict,
+                     "sized": r.sized})
+    return {
+        "mode": mode, "labelled": len(labels), "scored": len(rows), "missing": missing,
+        "with_expected": len(recalls), "recall_at_5": round(sum(recalls) / len(recalls), 3) if recalls else None,
+        "top5_suggestions": n_top, "already_applied_suggested": n_applied_suggested,
+        "already_applied_rate": round(n_applied_suggested / n_top, 3) if n_top else 0.0,
+        "applied_recognised": sum(len(r["recognised"]) for r in rows), "applied_labelled": sum(len(r["applied"]) for r in rows),
+        "bottleneck_agrees": sum(r["bottleneck_label"] == r["bottleneck_tool"] for r in rows),
+        "rows": rows,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# summary and report
+# --------------------------------------------------------------------------------------
+
+
+def summarise(manifest: dict, file_runs: list[FileRun], labels: list[Label]) -> dict:
+    summary: dict = {"packages": manifest["packages"], "modes": {}}
+    all_kernels = [k for f in file_runs for k in f.kernels]
+    for mode in ("plain", "shapes"):
+        fr = [f for f in file_runs if f.mode == mode]
+        ks = [k for k in all_kernels if k.mode == mode and k.kernel != "<host code>"]
+        secs = sorted(f.seconds for f in fr)
+        reasons = Counter(re.sub(r"unknown: .*", "unknown size names", k.why_unsized) for k in ks if not k.sized)
+        summary["modes"][mode] = {
+            "files": len(fr), "kernels": len(ks),
+            "crashes": [{"package": f.package, "path": f.path, "error": f.crash} for f in fr if f.crash],
+            "rejected": [{"package": f.package, "path": f.path, "error": f.rejected} for f in fr if f.rejected],
+            "sized": sum(k.sized for k in ks), "unsized_reasons": dict(reasons.most_common()),
+            "verdicts": dict(Counter(k.verdict for k in ks).most_common()),
+            "sized_verdicts": dict(Counter(k.verdict for k in ks if k.sized).most_common()),
+            "kernels_without_suggestion": sum(not k.top for k in ks),
+            "top1": dict(Counter(k.top[0] for k in ks if k.top).most_common()),
+            "already_applied": dict(Counter(p for k in ks for p in k.already).most_common()),
+            "seconds_total": round(sum(secs), 2),
+            "seconds_median_per_file": round(statistics.median(secs), 3) if secs else 0,
+            "seconds_max_per_file": round(secs[-1], 3) if secs else 0,
+        }
+    summary["labels"] = {mode: score_labels(labels, all_kernels, mode) for mode in ("plain", "shapes")} if labels else {}
+    return summary
+
+
+def markdown(summary: dict) -> str:
+    lines = ["# Real-kernel corpus", "",
+             "Generated by `python -m patterns.retriever.corpus fetch && python -m patterns.retriever.corpus run`: "
+             "`patterns suggest` (top 5) on every Triton kernel file of the sample below, read from the published "
+             "wheels (nothing from them is committed), once without shapes and once with plausible values for the "
+             "size names each launcher uses (`shapes`).", "",
+             "| package | version | files | kernels |", "| --- | --- | --- | --- |"]
+    for p in summary["packages"]:
+        lines.append(f"| {p['name']} | {p['version']} | {p['files']} | {p['kernels']} |")
+    lines.append(f"| **total** | | {sum(p['files'] for p in summary['packages'])} | {sum(p['kernels'] for p in summary['packages'])} |")
+    lines += ["", "| | without shapes | with shapes |", "| --- | --- | --- |"]
+    m = summary["modes"]
+    for label, key in (("files", "files"), ("kernels", "kernels"), ("sized", "sized")):
+        lines.append(f"| {label} | {m['plain'][key]} | {m['shapes'][key]} |")
+    for label, key in (("crashes", "crashes"), ("rejected files", "rejected")):
+        lines.append(f"| {label} | {len(m['plain'][key])} | {len(m['shapes'][key])} |")
+    lines.append(f"| kernels without any suggestion | {m['plain']['kernels_without_suggestion']} | {m['shapes']['kernels_without_suggestion']} |")
+    lines.append(f"| time total / median per file / max (s) | {m['plain']['seconds_total']} / {m['plain']['seconds_median_per_file']} / "
+                 f"{m['plain']['seconds_max_per_file']} | {m['shapes']['seconds_total']} / {m['shapes']['seconds_median_per_file']} / "
+                 f"{m['shapes']['seconds_max_per_file']} |")
+    for title, key in (("Verdicts", "verdicts"), ("Verdicts of sized kernels", "sized_verdicts"),
+                       ("Why a kernel was not sized", "unsized_reasons"), ("Top-ranked pattern", "top1"),
+                       ("Reported as already applied", "already_applied")):
+        keys = list(dict.fromkeys([*m["plain"][key], *m["shapes"][key]]))
+        lines += ["", f"## {title}", "", "| | without shapes | with shapes |", "| --- | --- | --- |"]
+        lines += [f"| {k} | {m['plain'][key].get(k, 0)} | {m['shapes'][key].get(k, 0)} |" for k in keys]
+    for mode in ("plain", "shapes"):
+        for kind in ("crashes", "rejected"):
+            if m[mode][kind]:
+                lines += ["", f"## {kind.capitalize()} ({mode})", ""]
+                lines += [f"- {c['package']} `{c['path']}`: {c['error']}" for c in m[mode][kind]]
+    if summary.get("labels"):
+        lines += ["", "## Labelled kernels", "",
+                  "Labels in evidence/corpus/labels.yaml, written from reading each kernel before the tool ran on it. "
+                  "recall@5: share of the expected techniques (those the library has a pattern for) in the top 5; "
+                  "already-applied rate: top-5 suggestions the kernel already applies, over all top-5 suggestions.", "",
+                  "| | without shapes | with shapes |", "| --- | --- | --- |"]
+        lp, ls = summary["labels"]["plain"], summary["labels"]["shapes"]
+        for label, key in (("kernels labelled / scored", None), ("recall@5", "recall_at_5"),
+                           ("already-applied suggested", "already_applied_suggested"), ("already-applied rate", "already_applied_rate"),
+                           ("applied techniques recognised", None), ("bottleneck label agrees", "bottleneck_agrees")):
+            if key is None and label.startswith("kernels"):
+                lines.append(f"| {label} | {lp['labelled']} / {lp['scored']} | {ls['labelled']} / {ls['scored']} |")
+            elif key is None:
+                lines.append(f"| {label} | {lp['applied_recognised']} of {lp['applied_labelled']} | {ls['applied_recognised']} of {ls['applied_labelled']} |")
+            else:
+                lines.append(f"| {label} | {lp[key]} | {ls[key]} |")
+        lines += ["", "| kernel | expected | top 5 (with shapes) | missed | re-suggested |", "| --- | --- | --- | --- | --- |"]
+        for r in ls["rows"]:
+            missed = [p for p in r["expected"] if p not in r["hits"]]
+            lines.append(f"| {r['package']} `{r['path']}` {r['kernel']} | {', '.join(r['expected'])} | {', '.join(r['top'])} | "
+                         f"{', '.join(missed)} | {', '.join(r['resuggested'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def print_summary(summary: dict, console) -> None:
+    from rich.table import Table
+
+    t = Table("package", "version", "files", "kernels", title="corpus", title_justify="left")
+    for p in summary["packages"]:
+        t.add_row(p["name"], p["version"], str(p["files"]), str(p["kernels"]))
+    console.print(t)
+    m = summary["modes"]
+    t = Table("", "without shapes", "with shapes", title="suggest on the corpus", title_justify="left")
+    for label, key in (("files", "files"), ("kernels", "kernels"), ("sized", "sized")):
+        t.add_row(label, str(m["plain"][key]), str(m["shapes"][key]))
+    t.add_row("crashes", str(len(m["plain"]["crashes"])), str(len(m["shapes"]["crashes"])))
+    t.add_row("rejected files", str(len(m["plain"]["rejected"])), str(len(m["shapes"]["rejected"])))
+    for v in dict.fromkeys([*m["plain"]["verdicts"], *m["shapes"]["verdicts"]]):
+        t.add_row(f"verdict {v}", str(m["plain"]["verdicts"].get(v, 0)), str(m["shapes"]["verdicts"].get(v, 0)))
+    t.add_row("time (s)", str(m["plain"]["seconds_total"]), str(m["shapes"]["seconds_total"]))
+    console.print(t)
+    if summary.get("labels"):
+        lp, ls = summary["labels"]["plain"], summary["labels"]["shapes"]
+        t = Table("labelled kernels", "without shapes", "with shapes", title_justify="left")
+        t.add_row("scored", str(lp["scored"]), str(ls["scored"]))
+        t.add_row("recall@5", str(lp["recall_at_5"]), str(ls["recall_at_5"]))
+        t.add_row("already-applied rate", str(lp["already_applied_rate"]), str(ls["already_applied_rate"]))
+        console.print(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    ap = argparse.ArgumentParser(prog="python -m patterns.retriever.corpus")
+    sub = ap.add_subparsers(dest="verb", required=True)
+    f = sub.add_parser("fetch", help="download the pinned wheels and copy out their Triton kernel files")
+    f.add_argument("--packages", type=Path, default=PACKAGES_FILE)
+    r = sub.add_parser("run", help="run suggest on every corpus kernel and write the report")
+    r.add_argument("--labels", type=Path, default=LABELS_FILE)
+    r.add_argument("--out", type=Path, default=EVIDENCE, help="folder for report.json and report.md")
+    r.add_argument("--limit", type=int, default=None, help="only the first N files (a quick look)")
+    r.add_argument("--mode", choices=["plain", "shapes", "both"], default="both")
+    args = ap.parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        if args.verb == "fetch":
+            with Progress(console=console, transient=True) as progress:
+                manifest = fetch(load_packages(args.packages), progress)
+            for p in manifest["packages"]:
+                console.print(f"{p['name']}=={p['version']}: {p['files']} files, {p['kernels']} kernels")
+            console.print(f"{len(manifest['files'])} files in {corpus_dir()}")
+            return 0
+        from patterns.core.library import load_library
+
+        manifest = load_manifest()
+        entries = load_library()
+        labels = load_labels(args.labels, {e.id for e in entries}) if args.labels.exists() else []
+        chosen = manifest["files"][: args.limit]
+        modes = ["plain", "shapes"] if args.mode == "both" else [args.mode]
+        runs: list[FileRun] = []
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("suggest on the corpus", total=len(chosen) * len(modes))
+            for mode in modes:
+                for entry in chosen:
+                    runs.append(run_file(entry, mode, entries))
+                    progress.advance(task)
+        for mode in ("plain", "shapes"):
+            if mode not in modes:  # a one-mode run still fills both columns' keys
+                runs += [FileRun(f.package, f.version, f.path, mode, 0.0) for f in runs if f.mode == modes[0]]
+        summary = summarise(manifest, runs, labels)
+        summary["kernel_runs"] = [asdict(k) for fr in runs for k in fr.kernels]
+        args.out.mkdir(parents=True, exist_ok=True)
+        files.write_atomic(args.out / "report.json", json.dumps(summary, indent=1))
+        files.write_atomic(args.out / "report.md", markdown(summary))
+        print_summary(summary, Console())
+        console.print(f"wrote {args.out / 'report.json'} and {args.out / 'report.md'}")
+        return 0
+    except CorpusError as exc:
+        console.print(f"error: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,440 @@
+"""Pattern conditions on small kernels that reproduce real published ones.
+
+Each fixture is written by the project and mirrors a construct found on the
+real-kernel corpus (python -m patterns.retriever.corpus): an inline Welford
+update, a row read three times, tuning by another autotuner or a config table,
+tl.dot_scaled, a while-loop persistent kernel, a decode attention that is no
+linear recurrence, a hoisted constant, a host-made tensor descriptor. Every
+fix of a condition is checked here and, on the whole corpus, by the corpus run.
+"""
+from __future__ import annotations
+
+import pytest
+
+from patterns.core.facts import extract_source
+from patterns.core.library import load_library
+from patterns.core.predicates import Subject, evaluate, readable
+
+HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
+
+
+@pytest.fixture(scope="module")
+def library():
+    return {e.id: e.pattern for e in load_library()}
+
+
+def subject(src: str, kernel: str) -> Subject:
+    facts = extract_source(HEADER + src, "fixture.py")
+    k = facts.kernel(kernel)
+    assert k is not None, [x.name for x in facts.kernels]
+    return Subject(facts, k)
+
+
+def present(library, pid: str, s: Subject) -> bool:
+    return evaluate(library[pid].present_when, s).ok
+
+
+def applies(library, pid: str, s: Subject) -> bool:
+    cond = library[pid].applies_when.conditions
+    return evaluate(cond, s).ok
+
+
+# -- Welford written inline (flag_gems var_mean style) --------------------------------
+
+WELFORD_INLINE = '''
+@triton.jit
+def var_mean_kernel(X, Var, Mean, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    X = X + rows * N
+    _mean = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    _acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    _count = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for off in range(0, N, BLOCK_N):
+        cols = off + tl.arange(0, BLOCK_N)[None, :]
+        mask = (rows < M) & (cols < N)
+        x = tl.load(X + cols, mask, other=0.0).to(tl.float32)
+        count = _count + mask
+        cur_mean = (_mean * _count + x) / tl.maximum(count, 1)
+        _acc += (x - cur_mean) * (x - _mean) * mask
+        _mean = cur_mean
+        _count = count
+    tl.store(Mean + rows, tl.sum(_mean, axis=1)[:, None])
+    tl.store(Var + rows, tl.sum(_acc, axis=1)[:, None] / N)
+'''
+
+RAW_MOMENTS = '''
+@triton.jit
+def moments_kernel(X, Acc, Mean, N, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = offs < N
+    x = tl.load(X + offs, mask, other=0.0).to(tl.float32)
+    count = tl.sum(mask.to(tl.float32))
+    mean = tl.sum(x) / count
+    acc = tl.sum(x * x) - count * mean * mean
+    tl.store(Mean + pid, mean)
+    tl.store(Acc + pid, acc)
+'''
+
+
+def test_inline_welford_update_is_recognised(library):
+    s = subject(WELFORD_INLINE, "var_mean_kernel")
+    assert present(library, "welford_reduction", s)
+    assert not applies(library, "welford_reduction", s)
+
+
+def test_raw_moments_without_sqrt_call_for_welford(library):
+    # the variance itself is the output (no rsqrt after it): E[x^2] - E[x]^2 still cancels
+    s = subject(RAW_MOMENTS, "moments_kernel")
+    assert not present(library, "welford_reduction", s)
+    assert applies(library, "welford_reduction", s)
+
+
+# -- a row read three times is not single-pass ----------------------------------------
+
+THREE_READS = '''
+@triton.jit
+def layernorm_three_reads(X, Y, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x1 = tl.load(X + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x1, axis=0) / N
+    x2 = tl.load(X + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    d = tl.where(mask, x2 - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / N
+    x3 = tl.load(X + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, (x3 - mean) * tl.rsqrt(var + eps), mask=mask)
+'''
+
+ONE_READ = '''
+@triton.jit
+def layernorm_one_read(X, Y, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    d = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / N
+    tl.store(Y + row * N + cols, d * tl.rsqrt(var + eps), mask=mask)
+'''
+
+
+def test_row_read_three_times_is_not_single_pass(library):
+    verdict = evaluate(library["single_pass_reduction"].present_when, subject(THREE_READS, "layernorm_three_reads"))
+    assert not verdict.ok
+    assert "read 3 times" in verdict.reasons[0]
+    assert present(library, "single_pass_reduction", subject(ONE_READ, "layernorm_one_read"))
+
+
+# -- tuning other than @triton.autotune -----------------------------------------------
+
+GEMM_BODY = '''(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
+        w = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
+        acc += tl.dot(x, w)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc)
+'''
+
+LIBTUNER = "from some_lib.utils import libtuner\n\n@libtuner(configs=[], key=['M', 'N', 'K'])\n@triton.jit\ndef gemm" + GEMM_BODY
+
+WRAPPED = "@triton.jit\ndef gemm" + GEMM_BODY + '''
+
+gemm_tuned = triton.autotune(configs=[triton.Config({"BLOCK_M": 64}), triton.Config({"BLOCK_M": 128})], key=["M"])(gemm)
+'''
+
+CONFIG_TABLE = "import json\n\n@triton.jit\ndef gemm" + GEMM_BODY + '''
+
+def launch(a, b, c):
+    M, K = a.shape
+    N = b.shape[1]
+    config = json.load(open("configs/N=4096,K=4096,device_name=H200.json"))[str(M)]
+    grid = (triton.cdiv(M, config["BLOCK_M"]), triton.cdiv(N, config["BLOCK_N"]))
+    gemm[grid](a, b, c, M, N, K, **config)
+'''
+
+TABLE_FUNCTION = "@triton.jit\ndef gemm" + GEMM_BODY + '''
+
+def launch(a, b, c):
+    M, K = a.shape
+    N = b.shape[1]
+    block_m, block_n, block_k, num_warps = _config(M, a.dtype)
+    gemm[(M // block_m, N // block_n)](a, b, c, M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps)
+'''
+
+
+@pytest.mark.parametrize("src", [LIBTUNER, WRAPPED, CONFIG_TABLE, TABLE_FUNCTION], ids=["libtuner", "wrapper", "json-table", "table-function"])
+def test_tuning_without_triton_autotune_counts_as_tuned(library, src):
+    s = subject(src, "gemm")
+    assert present(library, "autotune_configs_keys", s)
+    assert not applies(library, "autotune_configs_keys", s)
+
+
+def test_fixed_launch_is_not_tuned(library):
+    src = "@triton.jit\ndef gemm" + GEMM_BODY + "\n\ndef launch(a, b, c, M, N, K):\n    gemm[(M // 64, N // 64)](a, b, c, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)\n"
+    s = subject(src, "gemm")
+    assert not present(library, "autotune_configs_keys", s)
+    assert applies(library, "autotune_configs_keys", s)
+
+
+def test_num_stages_in_generated_configs_counts_as_pipelined(library):
+    src = ("@triton.autotune(configs=[triton.Config({}, num_warps=w, num_stages=s) for w in [4, 8] for s in [2, 3, 4]], key=['K'])\n"
+           "@triton.jit\ndef gemm" + GEMM_BODY)
+    assert present(library, "software_pipelining_num_stages", subject(src, "gemm"))
+
+
+# -- tl.dot_scaled is a dot -------------------------------------------------------------
+
+DOT_SCALED = GEMM_BODY.replace("acc += tl.dot(x, w)", "acc += tl.dot_scaled(x, None, 'e4m3', w, None, 'e4m3')")
+
+
+def test_dot_scaled_is_a_dot(library):
+    s = subject("@triton.jit\ndef mx_gemm" + DOT_SCALED, "mx_gemm")
+    assert evaluate(library["tma_tensor_descriptors"].applies_when.conditions, s).ok
+    assert applies(library, "grouped_pid_ordering", s)
+    # no TF32 question for microscaled operands
+    assert not applies(library, "tf32x3_dot_precision", s)
+
+
+# -- persistent loops: while loops, and kernels without tl.dot ------------------------------
+
+WHILE_PERSISTENT = '''
+@triton.jit
+def grouped_gemm(x, w, y, m_sizes, N: tl.constexpr, K: tl.constexpr, NUM_EXPERTS: tl.constexpr, NUM_SMS: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    tidx = tl.program_id(0)
+    done = 0
+    for e in range(NUM_EXPERTS):
+        m = tl.load(m_sizes + e)
+        tiles = tl.cdiv(m, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+        while tidx >= done and tidx < done + tiles:
+            t = tidx - done
+            rm = (t % tl.cdiv(m, BLOCK_M)) * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = (t // tl.cdiv(m, BLOCK_M)) * BLOCK_N + tl.arange(0, BLOCK_N)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k in range(0, K, BLOCK_K):
+                a = tl.load(x + rm[:, None] * K + k + tl.arange(0, BLOCK_K)[None, :])
+                b = tl.load(w + (k + tl.arange(0, BLOCK_K))[:, None] * N + rn[None, :])
+                acc += tl.dot(a, b)
+            tl.store(y + rm[:, None] * N + rn[None, :], acc)
+            tidx += NUM_SMS
+        done += tiles
+'''
+
+ELEMENTWISE = '''
+@triton.jit
+def scale_kernel(x, y, n, alpha, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n
+    tl.store(y + offs, tl.load(x + offs, mask=mask) * alpha, mask=mask)
+
+
+def scale(x, alpha):
+    y = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[(triton.cdiv(n, 1024),)](x, y, n, alpha, BLOCK_SIZE=1024)
+    return y
+'''
+
+
+def test_while_loop_grid_stride_is_persistent(library):
+    s = subject(WHILE_PERSISTENT, "grouped_gemm")
+    assert present(library, "persistent_tile_loop", s)
+    assert not applies(library, "persistent_tile_loop", s)
+
+
+def test_persistent_loop_considered_without_tl_dot(library):
+    assert applies(library, "persistent_tile_loop", subject(ELEMENTWISE, "scale_kernel"))
+
+
+# -- a decode attention is no linear recurrence -------------------------------------------
+
+DECODE_ATTENTION = '''
+@triton.jit
+def decode_attention(q, k, v, o, T, D: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr):
+    bh = tl.program_id(0)
+    offs_d = tl.arange(0, D)
+    b_q = tl.load(q + bh * D + offs_d).to(tl.float32)
+    for s in range(NUM_SPLITS):
+        m_i = -float("inf")
+        l_i = 0.0
+        acc = tl.zeros([D], dtype=tl.float32)
+        for start in range(s * T // NUM_SPLITS, (s + 1) * T // NUM_SPLITS, BLOCK_N):
+            offs_n = start + tl.arange(0, BLOCK_N)
+            b_k = tl.load(k + bh * T * D + offs_n[:, None] * D + offs_d[None, :]).to(tl.float32)
+            b_v = tl.load(v + bh * T * D + offs_n[:, None] * D + offs_d[None, :]).to(tl.float32)
+            qk = tl.sum(b_k * b_q[None, :], 1)
+            m_new = tl.maximum(m_i, tl.max(qk, 0))
+            p = tl.exp(qk - m_new)
+            alpha = tl.exp(m_i - m_new)
+            acc = acc * alpha + tl.sum(p[:, None] * b_v, 0)
+            l_i = l_i * alpha + tl.sum(p, 0)
+            m_i = m_new
+        tl.store(o + (bh * NUM_SPLITS + s) * D + offs_d, acc / l_i)
+'''
+
+LINEAR_RECURRENCE = '''
+@triton.jit
+def gated_recurrence(x, g, o, T, D: tl.constexpr, BD: tl.constexpr):
+    i_d = tl.program_id(0)
+    i_n = tl.program_id(1)
+    o_d = i_d * BD + tl.arange(0, BD)
+    b_h = tl.zeros([BD], dtype=tl.float32)
+    for t in range(0, T):
+        b_x = tl.load(x + (i_n * T + t) * D + o_d).to(tl.float32)
+        b_g = tl.load(g + (i_n * T + t) * D + o_d).to(tl.float32)
+        b_h = tl.exp(b_g) * b_h + b_x
+        b_s = tl.sum(b_h * b_x)
+        tl.store(o + (i_n * T + t) * D + o_d, b_h * b_s)
+'''
+
+
+def test_linear_recurrence_pattern_not_on_decode_attention(library):
+    assert not applies(library, "chunkwise_scan_checkpointing", subject(DECODE_ATTENTION, "decode_attention"))
+    assert applies(library, "chunkwise_scan_checkpointing", subject(LINEAR_RECURRENCE, "gated_recurrence"))
+
+
+# -- hoisted constants: applied only where it was done ------------------------------------
+
+HOISTED = '''
+@triton.jit
+def fused_recurrent(x, A_log, o, T, D: tl.constexpr):
+    i_h = tl.program_id(0)
+    o_d = tl.arange(0, D)
+    b_A = -tl.exp(tl.load(A_log + i_h))
+    b_h = tl.load(x + i_h * T * D + o_d).to(tl.float32)
+    for t in range(1, T):
+        b_x = tl.load(x + (i_h * T + t) * D + o_d).to(tl.float32)
+        b_h = tl.exp(b_A) * b_h + b_x
+        tl.store(o + (i_h * T + t) * D + o_d, b_h)
+'''
+
+
+def test_hoist_is_not_reported_applied_on_any_loop(library):
+    assert not present(library, "hoist_tile_invariant_work", subject(THREE_PASS_SOFTMAX, "softmax_three_pass"))
+    assert not present(library, "hoist_tile_invariant_work", subject(WHILE_PERSISTENT, "grouped_gemm"))
+    assert present(library, "hoist_tile_invariant_work", subject(HOISTED, "fused_recurrent"))
+    assert not present(library, "hoist_tile_invariant_work", subject(HOISTED.replace("    b_A = -tl.exp(tl.load(A_log + i_h))\n", "").replace(
+        "b_h = tl.exp(b_A)", "b_h = tl.exp(-tl.exp(tl.load(A_log + i_h)))"), "fused_recurrent"))
+
+
+# -- why it applies: code and line, never a regular expression ------------------------------
+
+THREE_PASS_SOFTMAX = '''
+@triton.jit
+def softmax_three_pass(X, Y, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    m = -float("inf")
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.max(tl.load(X + row * N + cols, mask=cols < N, other=-float("inf")), 0))
+    d = 0.0
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        d += tl.sum(tl.exp(tl.load(X + row * N + cols, mask=cols < N, other=-float("inf")) - m), 0)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(X + row * N + cols, mask=cols < N, other=-float("inf"))
+        tl.store(Y + row * N + cols, tl.exp(x - m) / d, mask=cols < N)
+'''
+
+
+def test_reasons_show_code_and_line_not_regexes(library):
+    verdict = evaluate(library["online_softmax"].applies_when.conditions, subject(THREE_PASS_SOFTMAX, "softmax_three_pass"))
+    assert verdict.ok
+    text = " ".join(verdict.reasons)
+    assert "tl.exp(" in text and "(line " in text
+    assert "(.*" not in text and "\\." not in text
+    assert readable(["(.*\\.)?(exp|exp2|expf|fast_expf)"]) == "exp/exp2/expf/fast_expf"
+    assert readable(["tl\\.math\\..*", "(?i)(.*\\.)?_?welford\\w*"]) == "tl.math.*/welford"
+
+
+def test_running_max_of_two_values_is_online_softmax(library):
+    src = THREE_PASS_SOFTMAX.replace("softmax_three_pass", "softmax_online")
+    online = '''
+@triton.jit
+def softmax_two_pass(X, Y, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    m = tl.float32(-float("inf"))
+    d = tl.float32(0.0)
+    for start in tl.range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(X + row * N + cols, mask=cols < N, other=-float("inf"))
+        new_m = tl.max(m, tl.max(x, axis=0))
+        d = d * tl.exp(m - new_m) + tl.sum(tl.exp(x - new_m), axis=0)
+        m = new_m
+    for start in tl.range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(X + row * N + cols, mask=cols < N, other=-float("inf"))
+        tl.store(Y + row * N + cols, tl.exp(x - m) / d, mask=cols < N)
+'''
+    assert present(library, "online_softmax", subject(online, "softmax_two_pass"))
+    assert not present(library, "online_softmax", subject(src, "softmax_online"))
+
+
+# -- PDL only for a kernel launched after another; TMA only for the kernel that uses it ----
+
+TWO_KERNELS = '''
+@triton.jit
+def first(x, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + offs, tl.load(x + offs) * 2)
+
+
+@triton.jit
+def second(x, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + offs, tl.load(x + offs) + 1)
+
+
+def run(x):
+    n = x.numel()
+    first[(n // 256,)](x, n, BLOCK=256)
+    second[(n // 256,)](x, n, BLOCK=256)
+'''
+
+
+def test_pdl_only_for_the_dependent_kernel(library):
+    assert not applies(library, "programmatic_dependent_launch", subject(TWO_KERNELS, "first"))
+    assert applies(library, "programmatic_dependent_launch", subject(TWO_KERNELS, "second"))
+
+
+HOST_DESCRIPTOR = '''from triton.tools.tensor_descriptor import TensorDescriptor
+
+
+@triton.jit
+def gemm_tma(a_desc, b_desc, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc += tl.dot(a_desc.load([pid_m * BLOCK_M, k]), b_desc.load([k, pid_n * BLOCK_N]))
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc)
+
+
+@triton.jit
+def gemm''' + GEMM_BODY + '''
+
+def run(a, b, c, M, N, K):
+    a_desc = TensorDescriptor.from_tensor(a, [128, 64])
+    b_desc = TensorDescriptor.from_tensor(b, [64, 128])
+    gemm_tma[(M // 128, N // 128)](a_desc, b_desc, c, M, N, K, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)
+'''
+
+
+def test_host_descriptor_applies_to_the_kernel_that_uses_it(library):
+    assert present(library, "tma_tensor_descriptors", subject(HOST_DESCRIPTOR, "gemm_tma"))
+    plain = subject(HOST_DESCRIPTOR, "gemm")
+    assert not present(library, "tma_tensor_descriptors", plain)
+    assert applies(library, "tma_tensor_descriptors", plain)
