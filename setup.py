@@ -41,7 +41,7 @@ setup(
     package_dir=package_dir,
     packages=packages,
     package_data={
-        "patterns": ["library/**/*", "catalog/templates/*", "catalog_templates/*", "py.typed"],
+        "patterns": ["library/**/*", "catalog/templates/*", "catalog_templates/*", "skill_templates/*", "py.typed"],
         "patterns.kernels": ["**/*.md"],
         "patterns.rewriter": ["templates/**/*"],
         "patterns.serving": ["native/*.c"],

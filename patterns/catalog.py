@@ -16,16 +16,15 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import get_args
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from patterns.core.files import FolderError, write_folder
 from patterns.core.library import Entry
 from patterns.core.schema import (
     ArchCondition,
@@ -70,59 +69,33 @@ class CatalogError(ValueError):
 def render_catalog(entries: list[Entry], out_dir: Path) -> Path:
     """Write index.html and <id>.html for every entry into out_dir; return the index path."""
     out = Path(os.path.abspath(out_dir))
-    _check_replaceable(out)
     ids = [e.id for e in entries]
     if len(set(ids)) != len(ids):
         raise CatalogError(f"duplicate pattern ids: {sorted({i for i in ids if ids.count(i) > 1})}")
     if "index" in ids:
         raise CatalogError("a pattern with id 'index' would overwrite index.html")
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    env = _env()
+    files = {"index.html": env.get_template("index.html").render(**_index_context(entries))}
+    page = env.get_template("pattern.html")
+    for entry in entries:
+        files[f"{entry.id}.html"] = page.render(**_page_context(entry))
     try:
-        os.chmod(tmp, 0o755)
-        env = _env()
-        index = env.get_template("index.html").render(**_index_context(entries))
-        (tmp / "index.html").write_text(index, encoding="utf-8")
-        page = env.get_template("pattern.html")
-        for entry in entries:
-            (tmp / f"{entry.id}.html").write_text(page.render(**_page_context(entry)), encoding="utf-8")
-        (tmp / MARKER).write_text("written by patterns.catalog.render_catalog; this folder is replaced as a whole\n")
-        _swap_in(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_folder(out, files, MARKER, "catalog")
+    except FolderError as exc:
+        raise CatalogError(str(exc)) from None
     return out / "index.html"
 
 
-def _check_replaceable(out: Path) -> None:
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise CatalogError(f"{out}: not a folder; the catalog needs a folder of its own")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
-        raise CatalogError(f"{out}: folder is not empty and holds no catalog ({MARKER} missing); refusing to replace it")
-
-
-def _swap_in(tmp: Path, out: Path) -> None:
-    """Move tmp to out. An old catalog is moved aside first and deleted only after."""
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-    os.rename(out, old / out.name)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old / out.name, out)  # put the previous catalog back
-        old.rmdir()
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+def pattern_markdown(entry: Entry) -> str:
+    """The pattern's catalog page as Markdown: the same sections, in the same order, from the same view data."""
+    return _env().get_template("pattern.md").render(**_page_context(entry))
 
 
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES_DIR),
-        autoescape=True,
+        autoescape=select_autoescape(["html"]),  # pattern.md is Markdown: nothing to escape
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -130,6 +103,7 @@ def _env() -> Environment:
     )
     env.filters["inline_code"] = inline_code
     env.filters["ratio"] = format_ratio
+    env.filters["cell"] = table_cell
     env.globals["sections"] = SECTIONS
     env.globals["section_title"] = dict(SECTIONS)
     return env
@@ -245,6 +219,11 @@ def format_ratio(m: Measurement) -> str:
     if m.metric == "speedup":
         return f"{m.ratio:.2f}×"
     return f"{m.ratio:.3g} ({m.metric})"
+
+
+def table_cell(text: str) -> str:
+    """Text that stays inside one cell of a Markdown table."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 _CODE = re.compile(r"`([^`\n]+)`")

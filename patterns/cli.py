@@ -7,7 +7,6 @@ names the file and what is wrong.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -17,7 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from patterns.core.library import Entry, LibraryError, check_entry, get, load_library
+from patterns import api
+from patterns.api import UsageError
+from patterns.core.library import check_entry, load_library
 from patterns.core.schema import BottleneckClass, Category, Safety, Status
 
 app = typer.Typer(
@@ -31,10 +32,6 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-class UsageError(ValueError):
-    """Bad command-line input; one line, exit 2."""
-
-
 class Format(str, Enum):
     table = "table"
     json = "json"
@@ -43,46 +40,6 @@ class Format(str, Enum):
 # --------------------------------------------------------------------------------------
 # browsing
 # --------------------------------------------------------------------------------------
-
-
-def _filter(
-    entries: list[Entry],
-    category: Category | None,
-    bottleneck: BottleneckClass | None,
-    project: str | None,
-    safety: Safety | None,
-    status: Status | None,
-) -> list[Entry]:
-    out = []
-    for e in entries:
-        p = e.pattern
-        if category and p.category != category:
-            continue
-        if bottleneck and bottleneck not in p.applies_when.bottlenecks:
-            continue
-        if project and project not in p.projects:
-            continue
-        if safety and p.safety != safety:
-            continue
-        if status and p.status != status:
-            continue
-        out.append(e)
-    return out
-
-
-def _summary_row(e: Entry) -> dict:
-    p = e.pattern
-    return {
-        "id": p.id,
-        "title": p.title,
-        "category": p.category.value,
-        "status": p.status.value,
-        "safety": p.safety.value,
-        "bottlenecks": [b.value for b in p.applies_when.bottlenecks],
-        "projects": p.projects,
-        "rewrite": p.transformation.rewrite,
-        "summary": p.summary,
-    }
 
 
 @app.command("list")
@@ -95,16 +52,15 @@ def list_cmd(
     format: Format = typer.Option(Format.table, "--format", help="table or json"),
 ) -> None:
     """List the library's patterns."""
-    entries = _filter(load_library(), category, bottleneck, project, safety, status)
+    rows = api.list_patterns(category, bottleneck, project, safety, status)
     if format == Format.json:
-        print(json.dumps([_summary_row(e) for e in entries], indent=2))
+        print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"{len(entries)} patterns", title_justify="left", show_lines=False)
+    table = Table(title=f"{len(rows)} patterns", title_justify="left", show_lines=False)
     table.add_column("id", no_wrap=True)
     for col in ("category", "safety", "bottlenecks", "upstream", "rewrite"):
         table.add_column(col, overflow="fold")
-    for e in entries:
-        r = _summary_row(e)
+    for r in rows:
         table.add_row(
             f"[bold]{r['id']}[/]\n[dim]{r['title']}[/]",
             r["category"],
@@ -114,14 +70,6 @@ def list_cmd(
             r["rewrite"] or "[dim]by hand[/]",
         )
     console.print(table)
-
-
-def example_diff(e: Entry) -> str:
-    import difflib
-
-    before = e.file("before.py").read_text().splitlines(keepends=True)
-    after = e.file("after.py").read_text().splitlines(keepends=True)
-    return "".join(difflib.unified_diff(before, after, f"{e.id}/before.py", f"{e.id}/after.py"))
 
 
 @app.command("show")
@@ -135,11 +83,13 @@ def show_cmd(
     from rich.panel import Panel
     from rich.syntax import Syntax
 
+    from patterns.core.library import get
+
+    if format == Format.json:
+        print(json.dumps(api.show_pattern(pattern_id), indent=2))
+        return
     e = get(pattern_id)
     p = e.pattern
-    if format == Format.json:
-        print(json.dumps(p.model_dump(mode="json"), indent=2))
-        return
     head = f"[bold]{p.title}[/]\n[dim]{p.id} · {p.category.value} · {p.status.value} · {p.safety.value}[/]\n\n{p.summary}"
     console.print(Panel(head, expand=False))
     console.print(Markdown("## Why\n" + p.why))
@@ -175,46 +125,10 @@ def show_cmd(
         console.print(Markdown("## Traps"))
         for t in p.traps:
             console.print(f"  • [bold]{t.fact}[/]\n    why: {t.why}\n    how: {t.how}")
-    if e.has_examples():
+    diff = api.example_diff(e)
+    if diff is not None:
         console.print(Markdown("## Before → after"))
-        console.print(Syntax(example_diff(e), "diff", theme="ansi_dark", word_wrap=True))
-
-
-def _tokens(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def keyword_scores(query: str, entries: list[Entry]) -> list[tuple[float, Entry]]:
-    """Weighted term overlap: title and tags count more than prose."""
-    q = set(_tokens(query))
-    scored = []
-    for e in entries:
-        p = e.pattern
-        fields = [
-            (3.0, p.id.replace("_", " ") + " " + p.title),
-            (2.0, " ".join(p.tags) + " " + p.summary),
-            (1.0, p.why + " " + p.transformation.method + " " + " ".join(b.value for b in p.applies_when.bottlenecks)),
-        ]
-        score = 0.0
-        for weight, text in fields:
-            toks = _tokens(text)
-            if toks:
-                score += weight * sum(1 for t in q if t in toks) / len(q)
-        if score > 0:
-            scored.append((score, e))
-    return sorted(scored, key=lambda x: -x[0])
-
-
-def _search(text: str, entries: list[Entry], chroma_url: str | None) -> list[tuple[float, Entry]]:
-    """Cosine similarity from the index, plus a small bonus for literal keyword hits."""
-    from patterns.retriever.index import similarities
-
-    with _progress() as progress:
-        sims = similarities(text, entries, chroma_url=chroma_url, progress=progress)
-    kw = {e.id: s for s, e in keyword_scores(text, entries)}
-    top_kw = max(kw.values(), default=1.0) or 1.0
-    scored = [(sims.get(e.id, 0.0) + 0.15 * kw.get(e.id, 0.0) / top_kw, e) for e in entries]
-    return sorted(scored, key=lambda x: -x[0])
+        console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
 
 
 @app.command("search")
@@ -226,17 +140,18 @@ def search_cmd(
     keyword: bool = typer.Option(False, "--keyword", help="keyword matching only (no index)"),
 ) -> None:
     """Search the library: semantic (embedding index) blended with keyword matches."""
-    results = (keyword_scores(text, load_library()) if keyword else _search(text, load_library(), chroma_url))[:top]
+    with _progress() as progress:
+        results = api.search_patterns(text, top=top, keyword=keyword, chroma_url=chroma_url, progress=progress)
     if format == Format.json:
-        print(json.dumps([{"score": round(s, 3), **_summary_row(e)} for s, e in results], indent=2))
+        print(json.dumps(results, indent=2))
         return
     if not results:
         console.print(f"no pattern matches '{text}'")
         return
     table = Table("score", "id", "summary", title=f"search: {text}", title_justify="left")
     table.columns[1].no_wrap = True
-    for s, e in results:
-        table.add_row(f"{s:.2f}", f"[bold]{e.id}[/]\n[dim]{e.pattern.category.value}[/]", e.pattern.summary)
+    for r in results:
+        table.add_row(f"{r['score']:.2f}", f"[bold]{r['id']}[/]\n[dim]{r['category']}[/]", r["summary"])
     console.print(table)
 
 
@@ -300,19 +215,13 @@ def _parse_shapes(items: list[str]) -> dict[str, int]:
             shapes[name.strip()] = int(value)
         except ValueError:
             raise UsageError(f"--shape: {name}: '{value}' is not an integer") from None
-        if shapes[name.strip()] <= 0:
-            raise UsageError(f"--shape: {name}: must be positive, got {value}")
     return shapes
 
 
 def _parse_dtypes(items: list[str]) -> tuple[str, dict[str, str]]:
-    from patterns.retriever.estimate import DTYPE_BYTES
-
     default, overrides = "bfloat16", {}
     for item in items:
         name, sep, value = item.rpartition("=")
-        if value not in DTYPE_BYTES:
-            raise UsageError(f"--dtype: unknown dtype '{value}' (known: {', '.join(sorted(DTYPE_BYTES))})")
         if sep:
             overrides[name] = value
         else:
@@ -324,7 +233,7 @@ def _progress():
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=err_console, transient=True)
+                    TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal)
 
 
 @app.command("suggest")
@@ -340,25 +249,18 @@ def suggest_cmd(
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server (http://127.0.0.1:PORT) instead of the embedded index"),
 ) -> None:
     """Find the patterns that fit each kernel's bottleneck, with the evidence behind them."""
-    from patterns.core.hardware import gpu
-    from patterns.retriever.retrieve import suggest
-
-    gpu(arch)  # unknown --arch fails before any work
     shapes = _parse_shapes(shape)
     default_dtype, overrides = _parse_dtypes(dtype)
-    if not path.exists():
-        raise UsageError(f"{path}: no such file")
-    entries = load_library()
     with _progress() as progress:
-        report = suggest(path, kernel=kernel, shapes=shapes, arch=arch, dtype=default_dtype, dtype_overrides=overrides,
-                         profile=profile, top=top, chroma_url=chroma_url, entries=entries, progress=progress)
+        report = api.suggest_report(path, kernel=kernel, shapes=shapes, arch=arch, dtype=default_dtype, dtypes=overrides,
+                                    profile=profile, top=top, chroma_url=chroma_url, progress=progress)
     if format == SuggestFormat.json:
         print(report.model_dump_json(indent=2))
         return
     if format == SuggestFormat.sarif:
         from patterns.retriever.sarif import to_sarif
 
-        print(json.dumps(to_sarif(report, entries), indent=2))
+        print(json.dumps(to_sarif(report, load_library()), indent=2))
         return
     _print_report(report)
 
@@ -421,34 +323,23 @@ def apply_cmd(
     write: bool = typer.Option(False, "--write", help="write the change (atomically, keeping FILE.orig) instead of printing the diff"),
 ) -> None:
     """Apply a pattern's automatic rewrite: prints a unified diff, or writes it with --write."""
-    from patterns.rewriter.base import AlreadyApplied, apply, write_candidate
-
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file")
     params = {}
     for item in param:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--param: expected NAME=VALUE, got '{item}'")
         params[name] = value
-    try:
-        source = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
-    try:
-        applied = apply(pattern_id, source, str(path), kernel=kernel, params=params)
-    except AlreadyApplied as exc:
-        err_console.print(f"no-op: {exc}", markup=False, highlight=False, soft_wrap=True)
+    r = api.apply_pattern(pattern_id, path, kernel=kernel, params=params, write=write)
+    if not r["applied"]:
+        err_console.print(f"no-op: {r['no_op']}", markup=False, highlight=False, soft_wrap=True)
         return
-    c = applied.candidate
-    for w in applied.warnings:
+    for w in r["warnings"]:
         err_console.print(f"warning: {w}", markup=False, highlight=False)
     if not write:
-        sys.stdout.write(c.diff)
-        err_console.print(f"{c.pattern_id} on {c.kernel or 'host code'}: safety {c.safety.value} — {c.safety.review}", highlight=False)
+        sys.stdout.write(r["diff"])
+        err_console.print(f"{r['pattern_id']} on {r['kernel'] or 'host code'}: safety {r['safety']} — {r['review']}", highlight=False)
         return
-    backup = write_candidate(c, path)
-    err_console.print(f"wrote {path} (backup {backup}); safety {c.safety.value} — {c.safety.review}", highlight=False)
+    err_console.print(f"wrote {path} (backup {r['backup']}); safety {r['safety']} — {r['review']}", highlight=False)
 
 
 # --------------------------------------------------------------------------------------
@@ -456,7 +347,6 @@ def apply_cmd(
 # --------------------------------------------------------------------------------------
 
 from patterns.distill.cli import distill_command  # noqa: E402
-from patterns.distill.errors import DistillError  # noqa: E402
 
 app.command("distill")(distill_command)
 
@@ -495,36 +385,48 @@ app.command("agent")(agent_command)
 
 
 # --------------------------------------------------------------------------------------
-# entry point
+# coding agents: the MCP server and the agent skill (patterns.mcp_server, patterns.skill)
 # --------------------------------------------------------------------------------------
 
-_USER_ERRORS: tuple[type[BaseException], ...] = (LibraryError, UsageError, DistillError)
+
+@app.command("mcp")
+def mcp_cmd(
+    root: Path = typer.Option(Path("."), "--root", help="folder whose files the tools read relative paths from and `apply`/`validate` may write in"),
+    http: Optional[str] = typer.Option(None, "--http", metavar="[HOST:]PORT", help="serve streamable HTTP at http://HOST:PORT/mcp (loopback only) instead of stdio"),
+    host: Optional[str] = typer.Option(None, "--host", help="bind this interface for --http, even one other machines reach"),
+    chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server for suggest and search"),
+) -> None:
+    """Serve the library to coding agents over MCP: suggest, show, search, list, apply, validate, review tools and a resource per pattern."""
+    from patterns.mcp_server import serve
+
+    if host is not None and http is None:
+        raise UsageError("--host: only with --http")
+    serve(root, http=http, host=host, chroma_url=chroma_url, announce=lambda line: err_console.print(line, highlight=False, soft_wrap=True))
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from patterns.core.facts import FactsError
-    from patterns.retriever.embedding import EmbeddingError
-    from patterns.retriever.index import IndexError_
-    from patterns.retriever.profile import ProfileError
-    from patterns.retriever.retrieve import RetrieveError
+skill_app = typer.Typer(name="skill", help="The library as an agent skill (SKILL.md with reference files).", no_args_is_help=True)
+app.add_typer(skill_app, name="skill")
 
-    from patterns.core.hardware import UnknownGPU
-    from patterns.catalog import CatalogError
-    from patterns.rewriter.base import RewriteError
-    from patterns.serving.registry import RegistryError
-    from patterns.agent.journal import JournalError
-    from patterns.agent.loop import AgentError
-    from patterns.agent.review import ReviewError
 
-    return (RegistryError, AgentError, ReviewError, JournalError, RewriteError, CatalogError, *_USER_ERRORS, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU)
+@skill_app.command("export")
+def skill_export_cmd(out: Path = typer.Argument(..., metavar="DIR", help="folder for the skill (an empty one, or an earlier export, which is replaced)")) -> None:
+    """Write SKILL.md, references/<id>.md per pattern and the decision table; re-exports are byte-identical."""
+    from patterns.skill import export_skill
 
+    skill = export_skill(load_library(), out)
+    console.print(f"skill written: {skill}", highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> None:
     # typer handles usage errors itself (exit 2); ours are one line, exit 2, no traceback
     try:
         app(args=argv)
     except Exception as exc:  # SystemExit (typer's normal exit) is not an Exception: no imports on success
-        if not isinstance(exc, _user_errors()):
+        if not isinstance(exc, api.user_errors()):
             raise
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from patterns.core.facts import extract_file
+from patterns.core.facts import extract_file, extract_source
 from patterns.core.hardware import GPU, gpu
 from patterns.core.library import Entry, load_library
 from patterns.core.predicates import PREDICATES, Subject, evaluate
@@ -223,6 +223,7 @@ def analyse(
 def suggest(
     path: Path,
     *,
+    source: str | None = None,
     kernel: str | None = None,
     shapes: dict[str, int] | None = None,
     arch: str = "h200",
@@ -238,7 +239,8 @@ def suggest(
     shapes = dict(shapes or {})
     overrides = dict(dtype_overrides or {})
     hw = gpu(arch)
-    facts = extract_file(path)
+    # `source` stands for the file's text (an editor's unsaved buffer, a kernel an agent holds)
+    facts = extract_source(source, str(path)) if source is not None else extract_file(path)
     entries = entries if entries is not None else load_library()
     file_subject = Subject(facts, None)
     host_patterns = [e for e in entries if is_file_scope(e.pattern.applies_when.conditions)]

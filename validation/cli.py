@@ -6,6 +6,7 @@ one-line error on stderr.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -33,20 +34,15 @@ def validate_command(
     pattern: Annotated[str | None, typer.Option("--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule")] = None,
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
-    from patterns.core.library import LibraryError, get
-    from patterns.validation.gate import validate
+    from patterns.core.library import LibraryError
 
     err = Console(stderr=True)
     if format not in FORMATS:
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
     try:
-        max_cost = get(pattern).pattern.max_cost if pattern else 1.0
-    except LibraryError as e:
-        _bad_input(err, str(e))
-    try:
         with err.status(f"validating {op}…") as status:
-            bundle = validate(op, candidate, device=device, out_dir=out, max_cost=max_cost, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
-    except OpError as e:
+            bundle = run_gate(op, candidate, out=out, device=device, pattern=pattern, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
+    except (OpError, LibraryError) as e:
         _bad_input(err, str(e))
     console = Console()
     if format == "json":
@@ -58,6 +54,24 @@ def validate_command(
         stem = out / bundle_stem(bundle)
         console.print(f"[bold]{escape(verdict(bundle))}[/]  evidence: {escape(str(stem))}.json, {escape(str(stem))}.md")
     raise typer.Exit(0 if bundle.passed else 1)
+
+
+def run_gate(
+    op: str,
+    candidate: Path | None,
+    *,
+    out: Path | None,
+    device: str = "auto",
+    pattern: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> EvidenceBundle:
+    """The gate as every entry point runs it (this command, the MCP server): the candidate's pattern,
+    if named, sets the speed rule through its max_cost. Raises LibraryError or OpError (GateInputError among them; one line)."""
+    from patterns.core.library import get
+    from patterns.validation.gate import validate
+
+    max_cost = get(pattern).pattern.max_cost if pattern else 1.0
+    return validate(op, candidate, device=device, out_dir=out, max_cost=max_cost, on_stage=on_stage)
 
 
 def checks_table(bundle: EvidenceBundle) -> Table:

@@ -101,26 +101,35 @@ def _trail_table(title: str, attempts) -> Table:
 review_app = typer.Typer(name="review", help="Review the agent's validated candidates: list, show, accept (merge) or reject.", no_args_is_help=True)
 
 
-def _store():
-    from patterns.agent.review import ReviewStore
+def _say(line: str) -> None:
+    err_console.print(line, highlight=False)
 
-    store = ReviewStore()
-    for item_id in store.recover():
-        err_console.print(f"finished the interrupted accept of {item_id}", highlight=False)
-    return store
+
+def _store():
+    from patterns.api import review_store
+
+    return review_store(_say)
 
 
 @review_app.command("list")
 def review_list(
     status: str = typer.Option("pending", "--status", help="pending, accepted, rejected or all"),
     op: Optional[str] = typer.Option(None, "--op", help="only this op"),
+    format: str = typer.Option("table", "--format", help="table or json"),
 ) -> None:
     """Review items, newest last."""
-    from patterns.agent.review import ReviewError
+    import json
 
-    if status not in ("pending", "accepted", "rejected", "all"):
-        raise ReviewError(f"--status: '{status}' is not pending, accepted, rejected or all")
-    items = [i for i in _store().list() if (status == "all" or i.status == status) and (op is None or i.op == op)]
+    from patterns.api import UsageError, review_items
+    from patterns.core.records import ReviewItem
+
+    if format not in ("table", "json"):
+        raise UsageError(f"--format: '{format}' is not table or json")
+    rows = review_items(status, op, say=_say)
+    if format == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    items = [ReviewItem.model_validate(r) for r in rows]
     table = Table(title=f"{len(items)} review items ({status})", title_justify="left")
     for col in ("id", "op", "pattern", "safety", "status", "gate", "created"):
         table.add_column(col, overflow="fold", no_wrap=col == "id")
@@ -134,8 +143,20 @@ def review_list(
 def review_show(
     item_id: str = typer.Argument(..., metavar="ID"),
     diff: bool = typer.Option(True, "--diff/--no-diff", help="show the diff"),
+    format: str = typer.Option("table", "--format", help="table or json (the item, its bundle's verdict and checks)"),
 ) -> None:
     """One item: hypothesis, the feedback trail, the gate's checks and the diff."""
+    if format not in ("table", "json"):
+        from patterns.api import UsageError
+
+        raise UsageError(f"--format: '{format}' is not table or json")
+    if format == "json":
+        import json
+
+        from patterns.api import review_item
+
+        print(json.dumps(review_item(item_id, say=_say), indent=2))
+        return
     from rich.panel import Panel
     from rich.syntax import Syntax
 

@@ -56,3 +56,46 @@ def write_atomic(path: Path | str, data: bytes | str, *, keep_mode: bool = False
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+class FolderError(ValueError):
+    """A generated folder cannot be written where asked; one line."""
+
+
+def write_folder(out: Path, files: dict[str, str], marker: str, what: str) -> None:
+    """Write a generated folder (the catalog, the skill) whole: `files` (relative path -> text) and `marker`
+    go into a temporary folder beside `out`, which replaces it at the end, so a failure leaves the previous
+    one in place. Only an empty folder or one holding `marker` (an earlier output) is ever replaced."""
+    out = Path(os.path.abspath(out))
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise FolderError(f"{out}: not a folder; the {what} needs a folder of its own")
+    if out.is_dir() and any(out.iterdir()) and not (out / marker).exists():
+        raise FolderError(f"{out}: folder is not empty and holds no {what} ({marker} missing); refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        os.chmod(tmp, 0o755)
+        for rel, text in files.items():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_text(text, encoding="utf-8")
+        (tmp / marker).write_text(f"written by patterns: this {what} is replaced as a whole\n")
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Move tmp to out. An old out is moved aside first and deleted only after."""
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    os.rename(out, old / out.name)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        os.rename(old / out.name, out)  # put the previous folder back
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
