@@ -36,6 +36,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from patterns.core.facts import FactsError
     from patterns.core.files import FolderError
     from patterns.core.hardware import UnknownGPU
+    from patterns.core.ops import OpError
     from patterns.distill.errors import DistillError
     from patterns.retriever.embedding import EmbeddingError
     from patterns.retriever.index import IndexError_
@@ -43,10 +44,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from patterns.retriever.retrieve import RetrieveError
     from patterns.rewriter.base import RewriteError
     from patterns.serving.registry import RegistryError
-    from patterns.validation.loader import GateInputError
 
     return (LibraryError, UsageError, DistillError, RegistryError, AgentError, ReviewError, JournalError, RewriteError,
-            CatalogError, FolderError, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU, GateInputError)
+            CatalogError, FolderError, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU, OpError)
 
 
 # --------------------------------------------------------------------------------------

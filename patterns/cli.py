@@ -373,10 +373,11 @@ def validate_cmd(
 
 
 # --------------------------------------------------------------------------------------
-# serving registry, agent and review (patterns.agent.cli; heavy imports inside the commands)
+# serving (patterns.serving.cli), agent and review (patterns.agent.cli); heavy imports inside the commands
 # --------------------------------------------------------------------------------------
 
-from patterns.agent.cli import agent_command, review_app, serving_app  # noqa: E402
+from patterns.agent.cli import agent_command, review_app  # noqa: E402
+from patterns.serving.cli import serving_app  # noqa: E402
 
 app.add_typer(serving_app, name="serving")
 app.add_typer(review_app, name="review")

@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from patterns.validation.loader import kernels_dir
+from patterns.core.ops import kernels_dir
 
 SHAPES = {"B": 8, "T": 1, "H": 32, "HV": 32, "K": 128, "V": 128}
 SEQUENTIAL = 200

@@ -38,11 +38,16 @@ class IndexError_(RuntimeError):
 
 
 def default_index_dir() -> Path:
+    """PATTERNS_INDEX_DIR, else one index per library folder in the user cache: two checkouts, or the
+    installed library and a user's own (PATTERNS_LIBRARY), never rebuild each other's index."""
     if "PATTERNS_INDEX_DIR" in os.environ:
         return Path(os.environ["PATTERNS_INDEX_DIR"])
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("patterns")) / "index"
+    from patterns.core.library import library_dir
+
+    root = hashlib.sha256(str(library_dir().resolve()).encode()).hexdigest()[:12]
+    return Path(user_cache_dir("patterns")) / "index" / root
 
 
 def content_hash(entry: Entry) -> str:

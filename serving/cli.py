@@ -1,8 +1,9 @@
-"""`patterns serving engine`, `patterns serving compare` and `patterns serving prefill`.
+"""`patterns serving ...`: the registry (status, history, promote, rollback), the engine, the end-to-end comparison and the prefill benchmark.
 
 Torch, the model and the registry are imported inside the commands, so
 registering them costs the `patterns` command nothing at start-up. Bad input is
-one line on stderr and exit code 2.
+one line on stderr and exit code 2 (the registry's RegistryError through
+`patterns.cli.main`).
 """
 from __future__ import annotations
 
@@ -16,11 +17,68 @@ from rich.markup import escape
 from rich.table import Table
 
 FORMATS = ("table", "json")
+console = Console()
 
 
 def _bad_input(message: str) -> NoReturn:
     Console(stderr=True).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+serving_app = typer.Typer(name="serving", help="The serving registry: which implementation of each op is live.", no_args_is_help=True)
+
+
+def _impl_table(title: str, rows, live: dict[str, int] | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("op", "version", "pattern", "sha256", "accepted", "evidence"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("op", "version", "sha256"))
+    for impl in rows:
+        mark = " [bold green]live[/]" if live is not None and live.get(impl.op) == impl.version else ""
+        table.add_row(
+            escape(impl.op), f"v{impl.version}{mark}", escape(impl.pattern or "baseline"), impl.sha256[:12],
+            escape(f"{impl.accepted_by}, {impl.accepted_at[:16].replace('T', ' ')}"), escape(Path(impl.bundle).name if impl.bundle else "-"),
+        )
+    return table
+
+
+@serving_app.command("status")
+def serving_status() -> None:
+    """The live version of every op."""
+    from patterns.serving.registry import Registry
+
+    reg = Registry()
+    console.print(_impl_table(f"live ops ({reg.root})", reg.status().values()))
+
+
+@serving_app.command("history")
+def serving_history(op: str = typer.Argument(..., help="op under kernels/, e.g. kda_decode")) -> None:
+    """Every registered version of OP, the live one marked."""
+    from patterns.serving.registry import Registry
+
+    reg = Registry()
+    versions = reg.history(op)
+    console.print(_impl_table(f"{op}: versions (made live in turn: {', '.join(map(str, reg.trail(op)))})", versions, {op: reg.live(op).version}))
+
+
+@serving_app.command("promote")
+def serving_promote(
+    op: str = typer.Argument(..., help="op under kernels/"),
+    version: int = typer.Argument(..., help="registered version to make live"),
+) -> None:
+    """Make VERSION of OP live."""
+    from patterns.serving.registry import Registry
+
+    impl = Registry().promote(op, version)
+    console.print(f"{escape(op)}: v{impl.version} is live ({escape(impl.pattern or 'baseline')}, sha256 {impl.sha256[:12]})")
+
+
+@serving_app.command("rollback")
+def serving_rollback(op: str = typer.Argument(..., help="op under kernels/")) -> None:
+    """Make the version of OP that was live before the current one live again."""
+    from patterns.serving.registry import Registry
+
+    impl = Registry().rollback(op)
+    console.print(f"{escape(op)}: rolled back, v{impl.version} is live ({escape(impl.pattern or 'baseline')}, sha256 {impl.sha256[:12]})")
 
 
 def engine_command(
@@ -219,10 +277,10 @@ def prefill_command(
         _bad_input(f"unknown format '{format}' (table or json)")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from patterns.core.ops import OpError
     from patterns.serving.native import NativeBuildError
+    from patterns.serving.overlap import load_prefill, measure, to_check
     from patterns.serving.trace import write_trace
-    from patterns.validation.loader import GateInputError
-    from patterns.validation.overlap import load_prefill, measure, to_check
 
     files = impl or [Path(__file__).with_name("prefill.py")]
     checks, timelines = [], {}
@@ -235,7 +293,7 @@ def prefill_command(
                 m = measure(path, rounds, device, on_round=lambda _: progress.advance(task))
                 checks.append(to_check(m))
                 timelines.update({f"{path}: {label}": t for label, t in m.timelines.items()})
-    except (GateInputError, NativeBuildError) as e:
+    except (OpError, NativeBuildError) as e:
         _bad_input(str(e))
     if trace is not None:
         write_trace(trace, timelines)
@@ -268,3 +326,8 @@ def prefill_table(checks) -> Table:
         table.caption = escape("\n".join(failed))
         table.caption_justify = "left"
     return table
+
+
+serving_app.command("engine")(engine_command)
+serving_app.command("compare")(compare_command)
+serving_app.command("prefill")(prefill_command)

@@ -96,14 +96,13 @@ class BoundOp:
 def resolve(impl: Impl, device: str) -> tuple[Literal["reference", "live"], str]:
     """(impl, device) after `auto`; switches on Triton's interpreter for live ops on a CPU."""
     from patterns.core import interpreter
-    from patterns.validation.gate import resolve_device
-    from patterns.validation.loader import GateInputError
+    from patterns.core.ops import OpError, resolve_device
 
     if impl not in ("auto", "reference", "live"):
         raise EngineError(f"unknown impl '{impl}' (auto, reference or live)")
     try:
         device = resolve_device(device)
-    except GateInputError as e:
+    except OpError as e:
         raise EngineError(str(e)) from None
     chosen = impl if impl != "auto" else ("live" if device.startswith("cuda") else "reference")
     if chosen == "live" and device == "cpu":
@@ -131,7 +130,7 @@ def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = F
 
     `versions` pins ops to registered versions (`{"matmul": 1}`); the others run live.
     """
-    from patterns.kernels import load_spec, resolve as resolve_target
+    from patterns.core.ops import load_reference, load_spec
     from patterns.serving.profile import triton_kernels
     from patterns.serving.registry import Registry, RegistryError, load_impl
 
@@ -141,7 +140,7 @@ def bind_ops(impl: Literal["reference", "live"], registry=None, verify: bool = F
     bound = {}
     for op in OPS:
         spec = load_spec(op)
-        reference = resolve_target(op, spec.reference)
+        reference = load_reference(spec)
         if impl == "reference":
             file = Path(reference.__code__.co_filename)
             bound[op] = BoundOp(EngineOp(op=op, impl="reference", file=str(file.relative_to(file.parents[2]))), reference)

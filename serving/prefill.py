@@ -18,7 +18,7 @@ event synchronisation, a completion-queue poll): it sleeps for the durations in
 `PrefillConfig`, a layer's device time and the wire time of its pages, and
 stamps its own entry and exit, so the thread timeline shows exactly when each
 wait ran. The layer's compute and the page copies are real and run on the
-request's device. `patterns.validation.overlap` measures this file.
+request's device. `patterns.serving.overlap` measures this file.
 """
 from __future__ import annotations
 

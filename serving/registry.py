@@ -90,20 +90,14 @@ def _now() -> str:
 
 def _baseline(op: str) -> tuple[Path, str]:
     """The op's baseline file and launcher name, from its spec (the one place that declares them)."""
-    from patterns.validation.loader import (
-        GateInputError,
-        available_ops,
-        load_spec,
-        source_path,
-        split_target,
-    )
+    from patterns.core.ops import OpError, available_ops, load_spec, source_path, split_target
 
     if op not in available_ops():
         raise RegistryError(f"unknown op '{op}' (known: {', '.join(available_ops()) or 'none'})")
     try:
         spec = load_spec(op)
         return source_path(spec, spec.baseline), split_target(spec.baseline)[1]
-    except GateInputError as exc:
+    except OpError as exc:
         raise RegistryError(str(exc)) from None
 
 
@@ -115,7 +109,7 @@ class Registry:
     # ---------------------------------------------------------------- reading
     def status(self) -> dict[str, LiveImpl]:
         """op -> live version, for every op of kernels/ (unseeded ops are seeded with their baseline)."""
-        from patterns.validation.loader import available_ops
+        from patterns.core.ops import available_ops
 
         with self._locked() as store:
             for op in available_ops():

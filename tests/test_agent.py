@@ -27,9 +27,9 @@ from patterns.agent.review import ReviewStore
 from patterns.core.library import get, load_library
 from patterns.core.records import Attempt, CheckResult, EvidenceBundle, JournalEvent
 from patterns.validation.bundle import read_bundle
-from patterns.validation.loader import kernels_dir
+from patterns.core.ops import available_ops, kernels_dir
 
-ALL_OPS = ("kda_decode", "cp_state_merge", "decode_attention", "rmsnorm_gate", "matmul")
+ALL_OPS = available_ops()
 
 
 @pytest.fixture

@@ -48,14 +48,14 @@ def test_kda_decode_candidate():
 def test_tiles_folded_into_an_axis_count_as_its_own_part(tmp_path):
     """split_underfilled_grid folds the V tiles into axis 0 (`pid // NV`, `pid % NV`): q, k and g read only the
     high part, so every V tile of a head shares them; v reads both parts and is streamed."""
-    from patterns.validation import h200_cases
+    from patterns import benchmark
 
     chain = (("fuse_v_tiles", {}), ("split_underfilled_grid", {}))
-    src = h200_cases.apply_chain("kda_decode", chain, tmp_path / "fused_split.py")
+    src = benchmark.apply_chain("kda_decode", chain, tmp_path / "fused_split.py")
     assert "tl.program_id(0).to(tl.int64) % tl.cdiv(V, BV)" in src
     got = _hints(apply("cache_eviction_hints", src, "fused_split.py").candidate.source)
     assert got == {"b_h": None, "b_A": None, "b_bias": "evict_last", "b_q": "evict_last", "b_k": "evict_last",
                    "b_g": "evict_last", "b_v": "evict_first", "b_beta": None}
     # without the fold, the same kernel on one program per head shares nothing across programs
     with pytest.raises(RewriteError, match="is shared between programs"):
-        apply("cache_eviction_hints", h200_cases.apply_chain("kda_decode", chain[:1], tmp_path / "fused.py"), "fused.py")
+        apply("cache_eviction_hints", benchmark.apply_chain("kda_decode", chain[:1], tmp_path / "fused.py"), "fused.py")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from patterns.validation.gate import validate
-from patterns.validation.loader import load_spec
+from patterns.core.ops import load_spec
 
 HERE = Path(__file__).parent
 CHEATS_DIR = HERE / "cheats"

@@ -21,7 +21,7 @@ from patterns.serving.graph import Decoder, bucket
 from patterns.serving.model import OPS, ModelConfig
 from patterns.serving.profile import Profile, op_of, shares, triton_kernels
 from patterns.serving.registry import Registry
-from patterns.validation.loader import kernels_dir
+from patterns.core.ops import kernels_dir
 
 CFG = ModelConfig(layers=("kda", "attn"), page=4)  # a page of 4: a 6-token sequence spans two scattered pages
 BATCH, PROMPT, NEW = 2, 3, 3

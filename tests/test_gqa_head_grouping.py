@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from patterns.core.examples import compare, nan_filled_empty
-from patterns.kernels import load_spec, resolve
+from patterns.core.ops import load_spec, resolve, source_path
 from patterns.rewriter.base import AlreadyApplied, apply
-from patterns.validation.loader import load_impl, source_path
+from patterns.validation.loader import load_impl
 
 SPEC = load_spec("decode_attention")
 BASELINE = source_path(SPEC, SPEC.baseline).read_text()
@@ -43,7 +43,7 @@ def test_grouped_decode_attention_matches_reference(start: str, tmp_path: Path) 
     path = tmp_path / f"grouped_{start}.py"
     path.write_text(grouped)
     impl = load_impl(SPEC, "candidate", path)
-    reference = resolve(SPEC.name, SPEC.reference)
+    reference = resolve(SPEC, SPEC.reference)
     for shape in SPEC.shapes:
         for dtype in SPEC.dtypes:
             inputs = SPEC.make_inputs(dict(shape), dtype, 0, "cpu")

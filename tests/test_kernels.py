@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from patterns.core.examples import compare, nan_filled_empty
-from patterns.kernels import OPS, load_spec, resolve
+from patterns.core.ops import available_ops, load_spec, resolve
 from patterns.core.opspec import OpSpec
 
+OPS = available_ops()
 SPECS = {op: load_spec(op) for op in OPS}
 
 
@@ -37,9 +38,9 @@ def check_against_reference(spec: OpSpec, shape: dict, dtype: str, seed: int) ->
     inputs = spec.make_inputs(shape, dtype, seed, "cpu")
     ref_inputs = _clone(inputs)
     snapshot = _clone(inputs)
-    expected = _as_tuple(resolve(spec.name, spec.reference)(**ref_inputs))
+    expected = _as_tuple(resolve(spec, spec.reference)(**ref_inputs))
     with nan_filled_empty():
-        out = _as_tuple(resolve(spec.name, spec.baseline)(**inputs))
+        out = _as_tuple(resolve(spec, spec.baseline)(**inputs))
     tol = spec.tolerance[dtype]
     assert len(out) == len(spec.outputs), f"returned {len(out)} outputs, SPEC declares {spec.outputs}"
     got = out + tuple(inputs[n] for n in spec.inplace)
@@ -104,9 +105,9 @@ def test_partition_matches_unpartitioned(op, dtype, n):
     if part.unpartitioned is not None:
         expected = part.unpartitioned(_clone(inputs))
     else:
-        expected = resolve(op, spec.reference)(**_clone(inputs))
+        expected = resolve(spec, spec.reference)(**_clone(inputs))
     with nan_filled_empty():
-        out = part.run(resolve(op, spec.baseline), inputs, n)
+        out = part.run(resolve(spec, spec.baseline), inputs, n)
     tol = part.tolerance[dtype]
     ok, aerr, rerr, reason = compare(out, expected, tol.atol, tol.rtol)
     assert ok, f"{n} partitions: {reason} (max abs err {aerr:.3g})"
@@ -128,7 +129,7 @@ def test_sensitive_input_changes_output(op, name):
     spec = SPECS[op]
     shape, dtype = spec.shapes[-1], spec.dtypes[0]
     inputs = spec.make_inputs(shape, dtype, 0, "cpu")
-    reference = resolve(op, spec.reference)
+    reference = resolve(spec, spec.reference)
     base = _clone(inputs)
     want = _as_tuple(reference(**base)) + tuple(base[n] for n in spec.inplace)
     moved = _clone(inputs)

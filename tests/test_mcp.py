@@ -34,7 +34,7 @@ from patterns.core.records import CheckResult, EvidenceBundle, Hypothesis, Revie
 from patterns.core.schema import Safety  # noqa: E402
 from patterns.mcp_server import PatternsServer, parse_http  # noqa: E402
 from patterns.validation.bundle import write_bundle  # noqa: E402
-from patterns.validation.loader import kernels_dir  # noqa: E402
+from patterns.core.ops import kernels_dir  # noqa: E402
 
 HERE = Path(__file__).parent
 SPEC = HERE / "validation_op" / "spec_small.py"

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 import patterns.serving.prefill as prefill_module
 from patterns.cli import app
 from patterns.rewriter.base import apply
-from patterns.validation.loader import GateInputError
-from patterns.validation.overlap import check_overlap
+from patterns.core.ops import OpError
+from patterns.serving.overlap import check_overlap
 
 BASELINE = Path(prefill_module.__file__)
 
@@ -106,7 +106,7 @@ def test_a_transfer_that_sends_layers_before_they_are_computed_fails(released: P
 def test_a_file_without_the_entry_point_is_bad_input(tmp_path: Path) -> None:
     path = tmp_path / "other.py"
     path.write_text("def run():\n    pass\n")
-    with pytest.raises(GateInputError, match="has no 'prefill"):
+    with pytest.raises(OpError, match="has no 'prefill"):
         check_overlap(path, rounds=1)
     result = CliRunner().invoke(app, ["serving", "prefill", "--impl", str(path)])
     assert result.exit_code == 2

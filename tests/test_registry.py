@@ -14,7 +14,7 @@ import torch
 from patterns.core.files import sha256_hex
 from patterns.serving import registry as registry_mod
 from patterns.serving.registry import Registry, RegistryError, load_live
-from patterns.validation.loader import kernels_dir
+from patterns.core.ops import kernels_dir
 
 OP = "rmsnorm_gate"
 

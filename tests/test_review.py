@@ -26,7 +26,7 @@ from patterns.serving.registry import Registry, RegistryError, load_live
 from patterns.core.records import ReviewItem
 from patterns.core.schema import Safety
 from patterns.validation.bundle import read_bundle
-from patterns.validation.loader import kernels_dir
+from patterns.core.ops import kernels_dir
 
 OP = "rmsnorm_gate"
 PATTERN = "software_pipelining_num_stages"

@@ -20,10 +20,12 @@ from patterns.validation.bundle import read_bundle, verdict, write_bundle
 from patterns.validation.cli import validate_command
 from patterns.validation.gate import validate
 from patterns.validation.integrity import _limits
-from patterns.validation.loader import GateInputError, available_ops, load_impl, load_reference, load_spec
+from patterns.core.ops import OpError, available_ops, load_reference, load_spec
+from patterns.validation.loader import load_impl
 from patterns.validation.monitor import Launch, Observed
 from patterns.validation.partition import check_partition
-from patterns.validation.perf import bootstrap_ci, check_performance
+from patterns.core.stats import bootstrap_ci
+from patterns.validation.perf import check_performance
 from patterns.validation.runner import collect, errors, first_mismatch
 from patterns.core.opspec import Tolerance
 from patterns.validation.static import scan
@@ -222,10 +224,10 @@ def test_runtime_limits_match_any_case_and_products():
 
 
 def test_bad_device_is_input_error():
-    with pytest.raises(GateInputError, match="unknown device 'tpu'"):
+    with pytest.raises(OpError, match="unknown device 'tpu'"):
         validate(SMALL, None, device="tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(GateInputError, match="no CUDA device"):
+        with pytest.raises(OpError, match="no CUDA device"):
             validate(SMALL, None, device="cuda")
 
 

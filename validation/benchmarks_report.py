@@ -1,13 +1,14 @@
-"""BENCHMARKS.md and its roofline plot, generated from the JSON that h200_cases writes.
+"""BENCHMARKS.md and its roofline plot, generated from the JSON that the GPU benchmark writes.
 
     python -m patterns.validation.benchmarks_report evidence/gpu/h200-*/ --out BENCHMARKS.md [--plot docs/benchmarks-roofline.png]
 
 Every figure in the page comes from the JSON files found (an <op>.json per case,
-from `python -m patterns.validation.h200_cases`); nothing is typed in by hand, so
+from `python -m patterns.benchmark`); nothing is typed in by hand, so
 a new GPU run (the agent's accepted candidates, `--candidate OP=PATH`) is
 published by running the two commands again. The plot places each op's baseline
 and final candidate, at each shape, against the copy bandwidth and bf16 matmul
-rate measured in the same runs.
+rate measured in the same runs. What each op's section shows (its title, its
+upstream, its shape's entries, its targets) is the op's `kernels/<op>/benchmark.py`.
 """
 from __future__ import annotations
 
@@ -18,15 +19,7 @@ import sys
 from pathlib import Path
 
 from patterns.core.files import write_atomic
-
-ORDER = ("kda_decode", "cp_state_merge", "decode_attention", "matmul")
-TITLES = {
-    "kda_decode": "KDA decode (reference case 3)",
-    "cp_state_merge": "Context-parallel state merge, tf32x3 (reference case 1)",
-    "decode_attention": "Decode attention, split-KV and GQA head grouping",
-    "matmul": "GEMM, bf16",
-}
-UPSTREAM = {"kda_decode": "FLA default", "matmul": "torch.matmul"}
+from patterns.core.ops import benchmarked_ops, load_benchmark, load_spec
 
 
 class ReportError(ValueError):
@@ -42,12 +35,12 @@ def load(paths: list[Path]) -> dict[str, list[dict]]:
             data = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ReportError(f"{f}: not readable JSON ({e})") from None
-        if not isinstance(data, dict) or "rows" not in data or data.get("op") not in ORDER:
+        if not isinstance(data, dict) or "rows" not in data or data.get("op") not in benchmarked_ops():
             continue  # another kind of file in the same folder (an evidence bundle, a sweep)
         data["_path"] = str(f)
         found.setdefault(data["op"], []).append(data)
     if not found:
-        raise ReportError(f"{', '.join(map(str, paths))}: no h200_cases JSON (an <op>.json with rows) found")
+        raise ReportError(f"{', '.join(map(str, paths))}: no benchmark JSON (an <op>.json with rows) found")
     return {op: sorted(runs, key=lambda d: d.get("created", ""), reverse=True) for op, runs in found.items()}
 
 
@@ -62,22 +55,20 @@ def _us(e: dict | None) -> str:
 def _achieved(op: str, e: dict | None) -> str:
     if not e or "us" not in e:
         return "–"
-    if op == "matmul":
+    if load_spec(op).bound == "compute":
         return f"{e['TFLOPs']:.0f} TFLOP/s ({e['fraction_of_matmul']:.0%})"
     return f"{e['GBps']:.0f} GB/s ({e['fraction_of_copy']:.0%})"
 
 
 def _shape(row: dict) -> str:
     s = row["shape"]
-    keys = {"kda_decode": ("B",), "cp_state_merge": ("N", "H", "K"), "decode_attention": ("B", "PAGE"), "matmul": ("M", "N", "K")}
-    return ", ".join(f"{k}={s[k]}" for k in keys.get(row.get("op", ""), tuple(s)) if k in s) or row["label"]
+    keys = load_benchmark(row["op"]).shape_keys if row.get("op") else ()
+    return ", ".join(f"{k}={s[k]}" for k in keys or tuple(s) if k in s) or row["label"]
 
 
 def targets(op: str, res: dict) -> list[dict]:
-    """Issue #8's targets evaluated on the run's raw numbers by h200_cases' current rules (one place decides them)."""
-    from patterns.validation.h200_cases import TARGETS
-
-    return TARGETS[op](res)
+    """Issue #8's targets evaluated on the run's raw numbers by the op's current rules (one place decides them)."""
+    return load_benchmark(op).targets(res)
 
 
 def case_section(op: str, runs: list[dict]) -> list[str]:
@@ -87,8 +78,8 @@ def case_section(op: str, runs: list[dict]) -> list[str]:
         r["op"] = op
     steps = list(res["steps"])
     final = rows[0]["final"]
-    up = UPSTREAM.get(op)
-    lines = [f"## {TITLES[op]}", ""]
+    up = load_benchmark(op).upstream
+    lines = [f"## {load_benchmark(op).title}", ""]
     lines += [f"Reproduce: `{res['command']}` ({res['rounds']} interleaved rounds; {res['device']}, "
               f"copy {res['ceilings']['copy_GBps']:.0f} GB/s, bf16 matmul {res['ceilings']['matmul_TFLOPs']:.0f} TFLOP/s "
               f"measured in the same process; {', '.join(f'{k} {v}' for k, v in res['environment'].items())}). "
@@ -117,7 +108,7 @@ def case_section(op: str, runs: list[dict]) -> list[str]:
     if chosen:
         lines += ["", "The autotuner chose " + "; ".join(chosen) + "."]
     lines += ["", "Ratios are per-round time ratios (> 1: the first is faster), median and bootstrap 95% interval; "
-              "limit: the model's bytes at the measured copy bandwidth" + (" (FLOPs at the measured matmul rate)" if op == "matmul" else "") + ".", ""]
+              "limit: the model's bytes at the measured copy bandwidth" + (" (FLOPs at the measured matmul rate)" if load_spec(op).bound == "compute" else "") + ".", ""]
     # each step
     if len(steps) > 1:
         lines += ["Each step of the rewrite chain against the baseline:", ""]
@@ -191,7 +182,7 @@ def roofline(results: dict[str, list[dict]], out: Path) -> None:
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(x * bw / 1e12, peak) for x in grid], color="black", lw=1.5,
             label=f"measured: copy {bw / 1e9:.0f} GB/s, bf16 matmul {peak:.0f} TFLOP/s")
-    colors = {"kda_decode": "tab:blue", "cp_state_merge": "tab:orange", "decode_attention": "tab:green", "matmul": "tab:red"}
+    colors = {op: f"C{i}" for i, op in enumerate(benchmarked_ops())}  # the default colour cycle, in report order
     for op, res in latest.items():
         final = res["rows"][0]["final"]
         for i, r in enumerate(res["rows"]):
@@ -247,23 +238,23 @@ def render(results: dict[str, list[dict]], plot: Path | None, out: Path, command
            gil: Path | None = None) -> str:
     lines = ["# Benchmarks", "",
              f"Generated by `{command}` from the JSON that "
-             "`python -m patterns.validation.h200_cases` wrote on the GPU; do not edit by hand. Each case ran in a process "
+             "`python -m patterns.benchmark` wrote on the GPU; do not edit by hand. Each case ran in a process "
              "of its own: the op's baseline, each step of its rewrite chain (the `patterns apply` calls shown, run on "
              "`kernels/<op>/baseline.py`) and upstream, checked against the op's reference on the timed inputs, then timed "
              "interleaved in CUDA graphs with the L2 flushed before every launch (validation/perf.py).", ""]
     if plot is not None:
         lines += [f"![roofline]({os.path.relpath(plot, out.parent)})", ""]
     lines += ["| case | target | result |", "|---|---|---|"]
-    for op in ORDER:
+    for op in benchmarked_ops():
         for t in (targets(op, results[op][0]) if op in results else []):
             lines.append(f"| {op} | {t['what']} | {'met' if t['met'] else '**missed**'}: {t['measured']} |")
     lines.append("")
-    for op in ORDER:
+    for op in benchmarked_ops():
         if op in results:
             lines += case_section(op, results[op])
     if gil is not None:
         lines += gil_section(gil)
-    missing = [op for op in ORDER if op not in results]
+    missing = [op for op in benchmarked_ops() if op not in results]
     if missing:
         lines += ["## Not measured", "", f"No GPU results for: {', '.join(missing)}.", ""]
     return "\n".join(lines)

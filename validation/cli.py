@@ -17,7 +17,7 @@ from rich.table import Table
 
 from patterns.core.records import EvidenceBundle
 from patterns.validation.bundle import bundle_stem, markdown, verdict
-from patterns.validation.loader import GateInputError
+from patterns.core.ops import OpError
 
 FORMATS = ("table", "json", "markdown")
 STYLE = {True: "[green]pass[/]", False: "[bold red]FAIL[/]", None: "[yellow]not run[/]"}
@@ -42,7 +42,7 @@ def validate_command(
     try:
         with err.status(f"validating {op}…") as status:
             bundle = run_gate(op, candidate, out=out, device=device, pattern=pattern, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
-    except (GateInputError, LibraryError) as e:
+    except (OpError, LibraryError) as e:
         _bad_input(err, str(e))
     console = Console()
     if format == "json":
@@ -66,7 +66,7 @@ def run_gate(
     on_stage: Callable[[str], None] | None = None,
 ) -> EvidenceBundle:
     """The gate as every entry point runs it (this command, the MCP server): the candidate's pattern,
-    if named, sets the speed rule through its max_cost. Raises LibraryError or GateInputError (one line)."""
+    if named, sets the speed rule through its max_cost. Raises LibraryError or OpError (GateInputError among them; one line)."""
     from patterns.core.library import get
     from patterns.validation.gate import validate
 

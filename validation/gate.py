@@ -21,27 +21,12 @@ from patterns.core.records import CheckResult, EvidenceBundle
 from patterns.validation.bundle import environment, write_bundle
 from patterns.validation.correctness import check_correctness
 from patterns.validation.integrity import check_integrity
-from patterns.validation.loader import GateInputError, check_candidate, load_impl, load_reference, load_spec, source_path
+from patterns.validation.loader import GateInputError, check_candidate, load_impl
 from patterns.validation.monitor import Observed, restore, snapshot, watch
 from patterns.validation.partition import check_partition
 from patterns.validation.perf import MIN_ROUNDS, check_performance, gpu_unavailable_reason, needs_gpu
+from patterns.core.ops import load_reference, load_spec, resolve_device, source_path
 from patterns.core.opspec import OpSpec
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise GateInputError("device 'cuda' asked for, but no CUDA device is available")
-        if os.environ.get("TRITON_INTERPRET") == "1":
-            raise GateInputError("device 'cuda' asked for, but TRITON_INTERPRET=1 is set")
-        return device
-    if device == "cpu":
-        return device
-    raise GateInputError(f"unknown device '{device}' (auto, cpu or cuda)")
 
 
 def validate(
@@ -59,7 +44,7 @@ def validate(
     `max_cost` is the candidate's pattern's allowance (Pattern.max_cost): the speed
     rule then accepts up to that factor of the baseline's time.
 
-    Raises GateInputError (one line) for bad input, before anything runs.
+    Raises OpError (one line; GateInputError for the gate's own findings) for bad input, before anything runs.
     """
     device = resolve_device(device)
     if device == "cpu":

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from patterns.validation.bundle import verdict
     from patterns.validation.gate import validate
-    from patterns.validation.loader import available_ops
+    from patterns.core.ops import available_ops
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the bundles")

@@ -1,32 +1,29 @@
-"""Finding an op's spec and loading its baseline, reference and a candidate.
+"""Loading an op's baseline and a candidate for the gate (the op itself comes from patterns.core.ops).
 
-An op lives in `kernels/<op>/` and names its launcher and reference as
-"module:function" (`baseline="baseline:kda_decode"`). A candidate is a file, a
-rewritten copy of the baseline module, that exposes the same launcher name.
-Baseline and candidate are each imported afresh under their own module name,
-inside the op's package so that relative imports still resolve: they never
-share a JIT cache or a module-level cache with each other or with an earlier run.
+A candidate is a file, a rewritten copy of the baseline module, that exposes
+the same launcher name. Baseline and candidate are each imported afresh under
+their own module name, inside the op's package so that relative imports still
+resolve: they never share a JIT cache or a module-level cache with each other
+or with an earlier run.
 """
 from __future__ import annotations
 
 import ast
-import hashlib
-import importlib
-import importlib.util
 import itertools
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from patterns.core.ops import OpError, load_module, op_package, path_digest, source_path, split_target
 from patterns.core.opspec import OpSpec
 
 _counter = itertools.count()
 
 
-class GateInputError(ValueError):
-    """Bad input to the gate (unknown op, unusable candidate): one line, CLI exit 2."""
+class GateInputError(OpError):
+    """Bad input to the gate (an unusable candidate, a spec it cannot check): one line, CLI exit 2.
+    An unknown op or device is the registry's OpError, which this extends."""
 
 
 @dataclass
@@ -42,56 +39,6 @@ class Impl:
     @property
     def launcher(self) -> Callable[..., Any]:
         return getattr(self.module, self.launcher_name)
-
-
-def kernels_dir() -> Path:
-    import patterns.kernels
-
-    return Path(next(iter(patterns.kernels.__path__)))
-
-
-def available_ops() -> list[str]:
-    return sorted(p.parent.name for p in kernels_dir().glob("*/spec.py"))
-
-
-def load_spec(op: str | OpSpec) -> OpSpec:
-    """An op by name (kernels/<op>/spec.py), by path to a spec.py, or an OpSpec as is."""
-    if isinstance(op, OpSpec):
-        return op
-    if op.endswith(".py"):
-        path = Path(op)
-        if not path.is_file():
-            raise GateInputError(f"op spec not found: {path}")
-        module = _exec(path, f"_patterns_opspec_{_digest(path)}")
-    else:
-        if op not in available_ops():
-            known = ", ".join(available_ops()) or "none"
-            raise GateInputError(f"unknown op '{op}' (known: {known})")
-        module = importlib.import_module(f"patterns.kernels.{op}.spec")
-    spec = getattr(module, "SPEC", None)
-    if not isinstance(spec, OpSpec):
-        raise GateInputError(f"{op}: spec.py defines no SPEC = OpSpec(...)")
-    return spec
-
-
-def split_target(target: str) -> tuple[str, str]:
-    module, sep, func = target.rpartition(":")
-    if not sep or not module or not func:
-        raise GateInputError(f"'{target}' is not 'module:function'")
-    return module, func
-
-
-def source_path(spec: OpSpec, target: str) -> Path:
-    """The file a "module:function" target lives in: a path, a dotted module or kernels/<op>/<module>.py."""
-    module, _ = split_target(target)
-    if module.endswith(".py"):
-        return Path(module)
-    if "." in module:
-        found = importlib.util.find_spec(module)
-        if found is None or not found.origin:
-            raise GateInputError(f"{spec.name}: module '{module}' not found")
-        return Path(found.origin)
-    return kernels_dir() / spec.name / f"{module}.py"
 
 
 def check_candidate(spec: OpSpec, candidate: Path | None) -> Path:
@@ -115,47 +62,15 @@ def check_candidate(spec: OpSpec, candidate: Path | None) -> Path:
 
 def load_impl(spec: OpSpec, role: str, path: Path) -> Impl:
     _, launcher = split_target(spec.baseline)
-    package = f"patterns.kernels.{spec.name}" if path.resolve().parent == (kernels_dir() / spec.name).resolve() else ""
-    name = f"_gate_{role}_{path.stem}_{_digest(path)}_{next(_counter)}"
+    package = op_package(spec, path)
+    name = f"_gate_{role}_{path.stem}_{path_digest(path)}_{next(_counter)}"
     try:
-        module = _exec(path, f"{package}.{name}" if package else name)
+        module = load_module(path, f"{package}.{name}" if package else name)
     except Exception as e:  # noqa: BLE001 - any import failure is bad input, named in one line
         raise GateInputError(f"{role} {path} failed to import: {type(e).__name__}: {e}") from None
     if not callable(getattr(module, launcher, None)):
         raise GateInputError(f"{role} {path} has no launcher '{launcher}' (the baseline's entry point)")
     return Impl(role, path, path.read_text(), module, launcher)
-
-
-def load_reference(spec: OpSpec) -> Callable[..., Any]:
-    module, func = split_target(spec.reference)
-    if module.endswith(".py"):
-        mod = _exec(Path(module), f"_gate_reference_{_digest(Path(module))}")
-    elif "." in module:
-        mod = importlib.import_module(module)
-    else:
-        mod = importlib.import_module(f"patterns.kernels.{spec.name}.{module}")
-    fn = getattr(mod, func, None)
-    if not callable(fn):
-        raise GateInputError(f"{spec.name}: reference '{spec.reference}' not found")
-    return fn
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
-
-
-def _exec(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise GateInputError(f"{path}: cannot import")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

@@ -25,14 +25,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-# Two imports of the same baseline measured ratios of 0.982-1.027 on an H200
-# (evidence/gpu/h200-baselines): a self-comparison differs by up to ~2% through
-# placement alone, so the overall rule does not blame a candidate for less.
-NOISE_FLOOR = 0.02
 import torch
 
 from patterns.core.records import CheckResult
-from patterns.core.stats import bootstrap_ci  # noqa: F401 - re-exported: the gate's callers import it from here
+from patterns.core.stats import NOISE_FLOOR, bootstrap_ci
 from patterns.validation.loader import Impl
 from patterns.validation.runner import active_dtypes, clone_inputs, shape_label
 from patterns.core.opspec import Acceptance, OpSpec

@@ -18,7 +18,8 @@ import ast
 from dataclasses import dataclass
 
 from patterns.core.records import CheckResult
-from patterns.validation.loader import Impl, split_target
+from patterns.core.ops import split_target
+from patterns.validation.loader import Impl
 from patterns.core.opspec import OpSpec
 
 # torch calls a launcher may make: allocation, metadata and device queries

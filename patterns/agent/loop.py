@@ -118,12 +118,11 @@ def prepare_device(device: str) -> str:
     """The device the gate will use; on the CPU the interpreter is switched on now, before any op module
     (whose package imports its kernels) is loaded -- the gate does the same, but later than the agent needs."""
     from patterns.core import interpreter
-    from patterns.validation.gate import resolve_device
-    from patterns.validation.loader import GateInputError
+    from patterns.core.ops import OpError, resolve_device
 
     try:
         resolved = resolve_device(device)
-    except GateInputError as exc:
+    except OpError as exc:
         raise AgentError(str(exc)) from None
     if resolved == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -133,7 +132,7 @@ def prepare_device(device: str) -> str:
 
 def resolve_target(target: str, op: str | None = None) -> tuple[str, Path]:
     """(op, file) from an op name, a kernels/<op> folder or a kernel file; --op names the op when the path does not."""
-    from patterns.validation.loader import available_ops, load_spec, source_path
+    from patterns.core.ops import available_ops, load_spec, source_path
 
     ops = available_ops()
     if op is not None and op not in ops:
@@ -158,7 +157,7 @@ def resolve_target(target: str, op: str | None = None) -> tuple[str, Path]:
 
 def _gate_spec(op: str, target: Path, shapes: int | None):
     """The op's spec with the target as the gate's baseline, and the grid cut to the first `shapes` shapes."""
-    from patterns.validation.loader import load_spec, source_path, split_target
+    from patterns.core.ops import load_spec, source_path, split_target
 
     spec = load_spec(op)
     launcher = split_target(spec.baseline)[1]
@@ -419,7 +418,7 @@ class Agent:
         from patterns.core.library import LibraryError, get
         from patterns.rewriter.base import AlreadyApplied, RewriteError, apply
         from patterns.validation.gate import validate
-        from patterns.validation.loader import GateInputError
+        from patterns.core.ops import OpError
 
         base_path = self.cfg.target if planned.base == "target" else candidates[planned.base]
         source = base_path.read_text(encoding="utf-8")
@@ -451,7 +450,7 @@ class Agent:
         try:
             bundle = validate(self.spec, cand, device=self.device, out_dir=journal.path.parent / "evidence", max_cost=entry.pattern.max_cost,
                               on_stage=lambda s: self.stage(f"step {step}: {planned.pattern_id}: {s}"))
-        except GateInputError as exc:
+        except OpError as exc:
             return Attempt(**common, outcome="invalid", layer="import", reason=str(exc))
         from patterns.validation.bundle import bundle_stem
 

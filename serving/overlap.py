@@ -26,20 +26,19 @@ waits that release the GIL overlap almost entirely.
 """
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import os
 import statistics
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Callable
 
+from patterns.core.ops import OpError, load_module, resolve_device
 from patterns.core.records import CheckResult
-from patterns.validation.loader import GateInputError
+from patterns.core.stats import bootstrap_ci
+from patterns.serving.trace import Timeline, overlap_ns, write_trace
 
 LIMIT = 0.05
 # below this, the transfer's native waits (almost) never run while the prefill waits: the
@@ -70,28 +69,21 @@ def load_prefill(impl_path: Path) -> Callable[..., Any]:
     """The file's `prefill` entry point, imported afresh under its own module name."""
     impl_path = Path(impl_path)
     if not impl_path.is_file():
-        raise GateInputError(f"{impl_path}: no such file")
-    name = f"_overlap_{impl_path.stem}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(name, impl_path)
-    if spec is None or spec.loader is None:
-        raise GateInputError(f"{impl_path}: cannot import (not a Python file)")
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+        raise OpError(f"{impl_path}: no such file")
     try:
-        spec.loader.exec_module(module)
+        module = load_module(impl_path, f"_overlap_{impl_path.stem}_{next(_counter)}")
+    except OpError:
+        raise OpError(f"{impl_path}: cannot import (not a Python file)") from None
     except Exception as e:  # noqa: BLE001 - any import failure is bad input, named in one line
-        sys.modules.pop(name, None)
-        raise GateInputError(f"{impl_path} failed to import: {type(e).__name__}: {e}") from None
+        raise OpError(f"{impl_path} failed to import: {type(e).__name__}: {e}") from None
     fn = getattr(module, ENTRY, None)
     if not callable(fn):
-        raise GateInputError(f"{impl_path} has no '{ENTRY}(req, store, timeline)' entry point (see serving/prefill.py)")
+        raise OpError(f"{impl_path} has no '{ENTRY}(req, store, timeline)' entry point (see serving/prefill.py)")
     return fn
 
 
 def native_overlap(timeline, transfer_thread: str) -> float:
     """Fraction of the transfer thread's native waits spent while the prefill (main) thread was in one too."""
-    from patterns.serving.trace import overlap_ns
-
     waits = timeline.intervals(transfer_thread, native=True)
     total = sum(e - s for s, e in waits)
     return overlap_ns(waits, timeline.intervals(threading.main_thread().name, native=True)) / total if total else 0.0
@@ -103,12 +95,11 @@ def measure(
     """Time prefill alone and prefill with transfer of the same request, interleaved over `rounds` rounds."""
     import torch
 
+    # the scenario's module builds its native library at import: inside the caller's error handling
     from patterns.serving.prefill import TRANSFER_THREAD, PrefillConfig, make_request, make_store, prefill_layer
-    from patterns.serving.trace import Timeline
-    from patterns.validation.gate import resolve_device
 
     if rounds < 1:
-        raise GateInputError(f"rounds must be at least 1 (got {rounds})")
+        raise OpError(f"rounds must be at least 1 (got {rounds})")
     device = resolve_device(device)
     prefill = load_prefill(impl_path)
     cfg = config or PrefillConfig()
@@ -169,8 +160,6 @@ def measure(
 def to_check(m: Measurement) -> CheckResult:
     import numpy as np
 
-    from patterns.validation.perf import bootstrap_ci
-
     gap = statistics.median(m.gaps)
     lo, hi = bootstrap_ci(np.array(m.gaps))
     overlap = statistics.median(m.native_overlap)
@@ -205,8 +194,6 @@ def to_check(m: Measurement) -> CheckResult:
 
 def check_overlap(impl_path: Path, rounds: int = DEFAULT_ROUNDS, device: str = "auto", trace: Path | None = None) -> CheckResult:
     """The 5% rule on `impl_path`; with `trace`, the last round's two timelines are written as Chrome trace JSON."""
-    from patterns.serving.trace import write_trace
-
     m = measure(impl_path, rounds, device)
     if trace is not None:
         write_trace(trace, m.timelines)

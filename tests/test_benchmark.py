@@ -1,8 +1,8 @@
 """The GPU benchmark command and its report, checked where there is no GPU.
 
-h200_cases' variants (the rewrite chains, upstream, every launch of its sweeps)
-run once each on the interpreter against the op's reference; its targets and
-the report are checked on hand-made results whose verdicts are known.
+The benchmark's variants (the rewrite chains, upstream, every launch of its
+sweeps) run once each on the interpreter against the op's reference; the ops'
+targets and the report are checked on hand-made results whose verdicts are known.
 """
 from __future__ import annotations
 
@@ -13,14 +13,30 @@ import sys
 import pytest
 import torch
 
-from patterns.validation import benchmarks_report, h200_cases
+from patterns import benchmark
+from patterns.core import benchspec
+from patterns.core.ops import benchmarked_ops, load_benchmark
 from patterns.core.opspec import Tolerance
+from patterns.validation import benchmarks_report
+
+
+def test_each_benchmark_is_defined_beside_its_op():
+    """The cases are the ops with a kernels/<op>/benchmark.py, in report order; every step is a chain of the library's rewrites."""
+    from patterns.core.library import load_library
+
+    rewrites = {e.pattern.transformation.rewrite for e in load_library()} - {None}
+    assert benchmarked_ops() == ["kda_decode", "cp_state_merge", "decode_attention", "matmul"]
+    for op in benchmarked_ops():
+        bench = load_benchmark(op)
+        chains = [s.chain for s in bench.steps] + [chain for _, chain in bench.sweeps]
+        assert bench.steps and {p for chain in chains for p, _ in chain} <= rewrites
+    assert load_benchmark("rmsnorm_gate") is None
 
 
 @pytest.mark.parametrize("op", ["cp_state_merge", "decode_attention", "matmul"])
 def test_every_variant_computes_the_op(op):
-    results = h200_cases.smoke(op, log=lambda s: None)
-    steps = [s.label for s in h200_cases.STEPS[op]]
+    results = benchmark.smoke(op, log=lambda s: None)
+    steps = [s.label for s in load_benchmark(op).steps]
     assert {"baseline", *steps} <= set(results)
     assert len(results) > len(steps) + 1, "the sweep's launch variants run too"
     bad = {name: e.get("mismatch", e.get("error")) for name, e in results.items() if not e.get("correct")}
@@ -29,7 +45,7 @@ def test_every_variant_computes_the_op(op):
 
 
 def test_candidates_are_the_rewrites_of_the_baseline(tmp_path):
-    src = h200_cases.apply_chain("kda_decode", h200_cases.STEPS["kda_decode"][-1].chain, tmp_path / "c.py")
+    src = benchmark.apply_chain("kda_decode", load_benchmark("kda_decode").steps[-1].chain, tmp_path / "c.py")
     # the V tile sized from the SM count (split_underfilled_grid) after the fusion's warps rule (fuse_v_tiles)
     assert "while BV > 16 and B * HV * triton.cdiv(V, BV) < 4 * _num_sms(q.device):" in src
     assert "num_warps = min(4, max(1, BK * BV // 2048))" in src
@@ -37,24 +53,24 @@ def test_candidates_are_the_rewrites_of_the_baseline(tmp_path):
     assert 'b_q = tl.load(p_q, mask=m_k, other=0., eviction_policy="evict_last")' in src
     assert 'b_v = tl.load(p_v, mask=m_v, other=0., eviction_policy="evict_first")' in src
     # decode attention: the split kernel, then one program per KV head for the group's query heads
-    src = h200_cases.apply_chain("decode_attention", h200_cases.STEPS["decode_attention"][-1].chain, tmp_path / "d.py")
+    src = benchmark.apply_chain("decode_attention", load_benchmark("decode_attention").steps[-1].chain, tmp_path / "d.py")
     assert "decode_attention_fwd_kernel[(B * HK, num_splits)](" in src and "decode_attention_merge_kernel[(B * HQ,)](" in src
-    src = h200_cases.apply_chain("cp_state_merge", h200_cases.STEPS["cp_state_merge"][-1].chain, tmp_path / "m.py")
+    src = benchmark.apply_chain("cp_state_merge", load_benchmark("cp_state_merge").steps[-1].chain, tmp_path / "m.py")
     assert 'input_precision="tf32x3"' in src and "num_warps = 8 if max(BK, BV) >= 128 else 4" in src
 
 
 def test_compare_names_the_first_bad_element():
     want = {"o": torch.ones(4), "lse": torch.ones(2)}
     tol = Tolerance(atol=1e-3, rtol=1e-3)
-    assert h200_cases.compare({"o": torch.ones(4), "lse": torch.ones(2)}, want, tol) == (0.0, 0.0, None)
-    abs_err, rel_err, bad = h200_cases.compare({"o": torch.tensor([1, 1, 1.5, 1]), "lse": torch.ones(2)}, want, tol)
+    assert benchmark.compare({"o": torch.ones(4), "lse": torch.ones(2)}, want, tol) == (0.0, 0.0, None)
+    abs_err, rel_err, bad = benchmark.compare({"o": torch.tensor([1, 1, 1.5, 1]), "lse": torch.ones(2)}, want, tol)
     assert abs_err == 0.5 and rel_err == 0.5 and bad.startswith("o[2] = 1.5 vs reference 1")
-    _, _, bad = h200_cases.compare({"o": torch.tensor([1, float("nan"), 1, 1]), "lse": torch.ones(2)}, want, tol)
+    _, _, bad = benchmark.compare({"o": torch.tensor([1, float("nan"), 1, 1]), "lse": torch.ones(2)}, want, tol)
     assert "NaN" in bad
 
 
 def _row(B: int, times: dict[str, list[float]], final: str, best: str) -> dict:
-    """A measured row as h200_cases writes it, from per-round times (µs)."""
+    """A measured row as the benchmark writes it, from per-round times (µs)."""
     import numpy as np
 
     arr = {k: np.array(v) for k, v in times.items()}
@@ -67,9 +83,9 @@ def _row(B: int, times: dict[str, list[float]], final: str, best: str) -> dict:
         row["variants"][name] = {"role": role, "note": "", "us": us, "us_rounds": list(t), "correct": True, "rel_err": 1e-3,
                                  "GBps": nbytes / us / 1e3, "fraction_of_copy": nbytes / us / 1e3 / 4200,
                                  "TFLOPs": row["flops"] / us / 1e6, "fraction_of_matmul": row["flops"] / us / 1e6 / 800}
-    row["ratios"] = {f"{final} vs baseline": h200_cases._ratio(arr, final, "baseline"),
-                     f"{final} vs FLA default": h200_cases._ratio(arr, final, "FLA default"),
-                     f"{final} vs best upstream launch": h200_cases._ratio(arr, final, best)}
+    row["ratios"] = {f"{final} vs baseline": benchmark._ratio(arr, final, "baseline"),
+                     f"{final} vs FLA default": benchmark._ratio(arr, final, "FLA default"),
+                     f"{final} vs best upstream launch": benchmark._ratio(arr, final, best)}
     return row
 
 
@@ -87,7 +103,7 @@ def _kda_result(path: str = "kda_decode.json") -> dict:
 
 
 def test_kda_targets_follow_the_measurements():
-    got = {t["what"].split(":")[0] + ":" + t["what"].split(">=")[1].split("(")[0].strip(): t["met"] for t in h200_cases.kda_targets(_kda_result())}
+    got = {t["what"].split(":")[0] + ":" + t["what"].split(">=")[1].split("(")[0].strip(): t["met"] for t in load_benchmark("kda_decode").targets(_kda_result())}
     assert got == {
         "B=1:1.15x FLA default": True, "B=1:FLA's best launch": False,
         "B=128:90% of copy bandwidth": True, "B=128:1.15x FLA default": True, "B=128:FLA's best launch": True,
@@ -95,8 +111,8 @@ def test_kda_targets_follow_the_measurements():
 
 
 def test_a_miss_within_noise_is_called_a_tie():
-    assert "tie" in h200_cases._ratio_target("x", {"median": 0.999, "ci95": [0.99, 1.01]}, 1.0)["measured"]
-    assert "tie" not in h200_cases._ratio_target("x", {"median": 0.96, "ci95": [0.93, 0.98]}, 1.0)["measured"]
+    assert "tie" in benchspec.ratio_target("x", {"median": 0.999, "ci95": [0.99, 1.01]}, 1.0)["measured"]
+    assert "tie" not in benchspec.ratio_target("x", {"median": 0.96, "ci95": [0.93, 0.98]}, 1.0)["measured"]
 
 
 def test_report_is_generated_from_the_json(tmp_path):
@@ -126,6 +142,6 @@ def test_report_bad_input_is_one_line_exit_2(tmp_path):
 
 
 def test_the_benchmark_refuses_to_time_without_a_gpu(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "patterns.validation.h200_cases", "--out", str(tmp_path)],
+    r = subprocess.run([sys.executable, "-m", "patterns.benchmark", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "error: no CUDA device" in r.stderr and "Traceback" not in r.stderr
