@@ -25,7 +25,8 @@ if [ -d .whl ]; then
 fi
 export PYTHONUNBUFFERED=1 COLUMNS=120 PATTERNS_REGISTRY=${PATTERNS_REGISTRY:-$(mktemp -d)/registry}
 # installed editable from this tree unless it already is
-python3 -c 'import os, patterns; raise SystemExit(not patterns.__file__.startswith(os.getcwd() + "/"))' 2>/dev/null \
+# (asked from another folder: in this one `import patterns` finds ./patterns without the package mapping)
+(here=$PWD; cd / && python3 -c 'import sys, patterns.serving; raise SystemExit(not patterns.serving.__file__.startswith(sys.argv[1] + "/"))' "$here") 2>/dev/null \
     || python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit
 DEVICE=${DEVICE:-cuda}
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv 2>/dev/null || echo "no nvidia-smi"
