@@ -27,6 +27,11 @@ def sha256_file(path: Path | str) -> str:
     return h.hexdigest()
 
 
+# read once, at import (os.umask can only be read by setting it)
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 def write_atomic(path: Path | str, data: bytes | str, *, keep_mode: bool = False, durable: bool = True) -> None:
     """A temporary file in the same folder renamed over `path`: the old content or the new, never half.
 
@@ -46,6 +51,8 @@ def write_atomic(path: Path | str, data: bytes | str, *, keep_mode: bool = False
                 os.fsync(f.fileno())
         if keep_mode and path.exists():
             shutil.copymode(path, tmp)
+        else:  # mkstemp's 0600 would make every generated file private to its writer
+            os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
