@@ -49,7 +49,11 @@ class Outcome:
 
 def load_cases(path: Path = DEFAULT_CASES, entries: list[Entry] | None = None) -> list[Case]:
     cases = []
-    for raw in yaml.safe_load(path.read_text()):
+    # cases.yaml and its companions cases.<topic>.yaml beside it: one file per
+    # area of the library, so the set grows without one file everyone edits
+    files = [path] + (sorted(path.parent.glob(f"{path.stem}.*.yaml")) if path.suffix == ".yaml" else [])
+    raws = [raw for f in files for raw in (yaml.safe_load(f.read_text()) or [])]
+    for raw in raws:
         cases.append(Case(
             name=raw["file"], path=path.parent / raw["file"], kernel=raw.get("kernel"), shapes=raw.get("shapes", {}),
             dtype=raw.get("dtype", "bfloat16"), dtypes=raw.get("dtypes", {}), expected=raw.get("expected", []),
