@@ -40,7 +40,8 @@ def scale(x, s):
     return y
 '''
 
-_HAS_WARPS = _LITERAL_BLOCK.replace("BLOCK=1024)", "BLOCK=triton.next_power_of_2(x.numel()), num_warps=8)")
+_AUTOTUNED = _LITERAL_BLOCK.replace("@triton.jit", "@triton.autotune([triton.Config({}, num_stages=s) for s in (2, 3)], key=['N'])\n@triton.jit").replace(
+    "BLOCK=1024)", "BLOCK=triton.next_power_of_2(x.numel()))")
 
 
 class NumWarpsFromBlockSize(PlannedCodemod):
@@ -48,7 +49,7 @@ class NumWarpsFromBlockSize(PlannedCodemod):
     DESCRIPTION = "num_warps sized from the power-of-two block the launch passes"
     REFUSES = [
         (_LITERAL_BLOCK, r"BLOCK=1024 is a literal: the author chose the tile"),
-        (_HAS_WARPS, r"already passes num_warps"),
+        (_AUTOTUNED, r"scale_kernel is autotuned: set num_warps in its configs"),
         ("def f():\n    return 1\n", "no Triton kernel"),
     ]
 
