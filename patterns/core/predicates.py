@@ -1325,31 +1325,39 @@ def rows_per_program(s: Subject, *, block_param: list[str]) -> Verdict:
     return Verdict(ok=True, lines=[*tiles.lines, reds[0].line], reasons=[*tiles.reasons, f"reduces rows along axis 1 (line {reds[0].line})"])
 
 
-@predicate()
-def constexpr_only_bounds(s: Subject, *, names: list[str] = [r"(?!(BLOCK|B[A-Z]?$|NUM_|USE_|HAS_|IS_|EVEN_))[A-Za-z_]\w*"]) -> Verdict:  # noqa: B006
-    """A tl.constexpr parameter (matching `names`) used only as a loop bound or in comparisons and arithmetic, never as a block shape (tl.arange, tl.zeros, tl.full, static_range, reshape): a size that recompiles the kernel for every value and need not."""
-    k = _kernel(s)
-    shape_calls = ("tl.arange", "tl.zeros", "tl.full", "tl.reshape", "tl.static_range", "tl.make_block_ptr", "tl.view",
-                   "tl.broadcast_to", "tl.expand_dims", "tl.split", "tl.join", "tl.permute", "tl.trans", "tl.static_assert")
+_SIZE_NAMES = [r"(?!(BLOCK|B[A-Z]?$|NUM_|USE_|HAS_|IS_|EVEN_))[A-Za-z_]\w*"]
+_SHAPE_CALLS = ("tl.arange", "tl.zeros", "tl.full", "tl.reshape", "tl.static_range", "tl.make_block_ptr", "tl.view",
+                "tl.broadcast_to", "tl.expand_dims", "tl.split", "tl.join", "tl.permute", "tl.trans", "tl.static_assert")
+
+
+def bound_only_constexprs(k: KernelFacts, names: list[str] = _SIZE_NAMES) -> list[tuple[str, int]]:  # noqa: B006
+    """(name, line) of tl.constexpr parameters used as loop bounds or mask limits and never as a block shape."""
     hits = []
     for p in k.params:
-        if not p.constexpr or not _matches_any(p.name, names) or k.heuristics.get(p.name) is not None:
+        if not p.constexpr or not _matches_any(p.name, names) or p.name in k.heuristics:
             continue
         pat = re.compile(rf"\b{re.escape(p.name)}\b")
         if any(pat.search(x) for x in k.heuristics.values()):
             continue
-        shaped = [c for c in k.calls if c.name in shape_calls and any(pat.search(a) for a in [*c.args, *c.kwargs.values()])]
+        shaped = [c for c in k.calls if c.name in _SHAPE_CALLS and any(pat.search(a) for a in [*c.args, *c.kwargs.values()])]
         shaped += [c for c in k.calls if c.name.endswith((".reshape", ".view")) and any(pat.search(a) for a in c.args)]
         if shaped or any(pat.search(lp.iter) for lp in k.loops if lp.kind == "tl.static_range"):
             continue
-        # a size used in `if N > ...:` or `[None, :N]` slices cannot be told apart here: only loop bounds count
+        # a size used in `if N > ...:` or `[None, :N]` slices cannot be told apart here: only loop bounds and masks count
         bounds = [lp for lp in k.loops if lp.kind in ("range", "tl.range") and pat.search(lp.iter)]
         masks = [c for c in k.calls if c.name in ("tl.load", "tl.store") and pat.search(c.kwargs.get("mask", ""))]
         if bounds or masks:
-            hits.append((p.name, (bounds[0].line if bounds else masks[0].line)))
+            hits.append((p.name, bounds[0].line if bounds else masks[0].line))
+    return hits
+
+
+@predicate()
+def constexpr_only_bounds(s: Subject, *, names: list[str] = _SIZE_NAMES) -> Verdict:  # noqa: B006
+    """A tl.constexpr parameter (matching `names`) used only as a loop bound or in comparisons and arithmetic, never as a block shape (tl.arange, tl.zeros, tl.full, static_range, reshape): a size that recompiles the kernel for every value and need not."""
+    hits = bound_only_constexprs(_kernel(s), names)
     if hits:
         name, line = hits[0]
-        return Verdict(ok=True, lines=[line], reasons=[f"constexpr {name} is only a loop bound or mask limit (line {line}): one compile per value"])
+        return Verdict(ok=True, lines=[ln for _, ln in hits], reasons=[f"constexpr {name} is only a loop bound or mask limit (line {line}): one compile per value"])
     return Verdict(ok=False, reasons=["no constexpr used only as a bound"])
 
 
@@ -1474,6 +1482,17 @@ def casts_loads(s: Subject, *, to: list[str] = ["tl.float32"]) -> Verdict:  # no
     if hits:
         return Verdict(ok=True, lines=sorted(hits), reasons=[f"loads cast to {'/'.join(to)} in the kernel (line {min(hits)})"])
     return Verdict(ok=False, reasons=["no load cast in the kernel"])
+
+@predicate()
+def runtime_loop_bound(s: Subject) -> Verdict:
+    """A range loop's bound is a runtime (non-constexpr) parameter of the kernel: one compiled kernel serves every length."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    hits = [lp for lp in k.loops if lp.kind in ("range", "tl.range", "while")
+            and set(re.findall(r"[A-Za-z_]\w*", " ".join(lp.args[:2]) or lp.iter)) & runtime]
+    if hits:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` runs to a runtime length (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no loop bounded by a runtime parameter"])
 
 # ======================================================================================
 # end of the p14a block
