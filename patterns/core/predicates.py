@@ -1133,17 +1133,18 @@ def launch_arg_source(
     patterns: list[str],
     stored_only: bool = False,
     constexpr: bool | None = None,
+    names: list[str] | None = None,
     min_count: int = 1,
 ) -> Verdict:
     """A launch argument of this kernel is (or is assigned in the launcher from) an expression matching one of `patterns` (regular expressions, searched), e.g. `\\.contiguous\\(`, `\\.item\\(`, `torch\\.zeros`.
 
     `stored_only`: the kernel only stores through the matching parameter (no load, no atomic): an output.
-    `constexpr`: the matching parameter is (or is not) a tl.constexpr."""
+    `constexpr`: the matching parameter is (or is not) a tl.constexpr. `names`: only arguments bound to parameters or launch options matching these (e.g. num_warps)."""
     k = _kernel(s)
     hits = []
     for la in k.launches:
         for _pos, name, text in _launch_sources(s, la):
-            if not _matches_search(text, patterns):
+            if not _matches_search(text, patterns) or (names is not None and not _matches_any(name, names)):
                 continue
             p = k.param(name)
             if constexpr is not None and (p is None or p.constexpr != constexpr):
@@ -1155,6 +1156,12 @@ def launch_arg_source(
                          and name in _pointer_params(k, c.args[0])]
                 writes = [c for c in k.calls if c.name == "tl.store" and c.args and name in _pointer_params(k, c.args[0])]
                 if reads or not writes:
+                    continue
+                # a buffer handed to several kernels may be written in parts, the rest left to the fill
+                var = text.split(" = ", 1)[0]
+                others = [o for o in s.file.launches if o.function == la.function and o.line != la.line
+                          and var in [*o.args, *o.kwargs.values()]]
+                if others:
                     continue
             hits.append((la.line, name or "?", text))
     if len(hits) >= min_count:
@@ -1325,7 +1332,9 @@ def rows_per_program(s: Subject, *, block_param: list[str]) -> Verdict:
     return Verdict(ok=True, lines=[*tiles.lines, reds[0].line], reasons=[*tiles.reasons, f"reduces rows along axis 1 (line {reds[0].line})"])
 
 
-_SIZE_NAMES = [r"(?!(BLOCK|B[A-Z]?$|NUM_|USE_|HAS_|IS_|EVEN_))[A-Za-z_]\w*"]
+# lengths that change from call to call (tokens, rows, batch), not model dimensions (heads, head dim, hidden)
+_SIZE_NAMES = [r"(?i)(t|s|l|m|b|nt|bs|seq_?lens?|seqlen\w*|max_seq\w*|\w*_len|num_tokens|n_tokens|tokens|total_\w+|n_rows|rows|num_rows"
+               r"|batch\w*|numel|n_elements?|num_elements|n_ctx|n_cols_varying)"]
 _SHAPE_CALLS = ("tl.arange", "tl.zeros", "tl.full", "tl.reshape", "tl.static_range", "tl.make_block_ptr", "tl.view",
                 "tl.broadcast_to", "tl.expand_dims", "tl.split", "tl.join", "tl.permute", "tl.trans", "tl.static_assert")
 

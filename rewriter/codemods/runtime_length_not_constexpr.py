@@ -3,8 +3,8 @@
 Every tl.constexpr parameter of the target kernel that is only used as a loop
 bound, in masks and in arithmetic (never as a block shape: tl.arange, tl.zeros,
 tl.full, tl.static_range, reshape) loses its tl.constexpr annotation, so one
-compiled kernel serves every value. With do_not_specialize=true the parameter
-is also named in `@triton.jit(do_not_specialize=[...])`, which stops Triton from
+compiled kernel serves every value. With do_not_specialize=true (the default)
+the parameter is also named in `@triton.jit(do_not_specialize=[...])`, which stops Triton from
 compiling separate variants for values divisible by 16 and for 1. The
 arithmetic is unchanged.
 
