@@ -1173,9 +1173,24 @@ def _pair_loads(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
             continue
         for b in loads:
             t = norm[id(b)]
-            if b is not a and t.replace(" ", "") in (f"{base}+{idx}+1".replace(" ", ""), f"{base}+({idx}+1)".replace(" ", ""), f"{base}+{idx}+1".replace(" ", "").replace("++", "+")):
+            if b is not a and t.replace(" ", "") in (f"{base}+{idx}+1".replace(" ", ""), f"{base}+({idx}+1)".replace(" ", "")):
                 out.append((a, b, base, idx))
-    return out
+    # bounds of one segment: a scalar index (no tl.arange behind it), and the two values used
+    # together (eos - bos, range(bos, eos), a mask against both), not two neighbours of a vector
+    keep = []
+    for a, b, base, idx in out:
+        if any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in _reach(k, idx)) or "tl.arange" in idx:
+            continue
+        names = [next((v for v, (line, e) in k.assigns.items() if line == c.line and f"{base} +" in e.replace("(", "") and
+                       " ".join(e.split()).find(" ".join(c.args[0].split())) >= 0), None) for c in (a, b)]
+        if None in names or names[0] == names[1]:
+            keep.append((a, b, base, idx))  # reassigned on another branch (`else: bos = i_n * T`): the scalar index decides
+            continue
+        texts = [e for v, (line, e) in k.assigns.items() if line not in (a.line, b.line)]
+        texts += [lp.iter for lp in k.loops] + [x for c in k.calls if c.line not in (a.line, b.line) for x in c.args]
+        if any({names[0], names[1]} <= _reach(k, t) for t in texts):
+            keep.append((a, b, base, idx))
+    return keep
 
 
 @predicate()
@@ -1190,8 +1205,18 @@ def offset_pair_load(s: Subject, *, index_addresses_dot_operand: bool | None = N
         keep = []
         for a, b, base, idx in pairs:
             names = set(_NAME.findall(idx))
-            used = any(c.name == "tl.load" and c.args and set(c.loops) & loops and names & set(_NAME.findall(_expanded(k, c.args[0], 1)))
-                       for c in k.calls)
+            # and values read through the same index (`w_index = tl.load(weight_indices + pid_s)`)
+            names |= {v for v, (_, e) in k.assigns.items() if "tl.load" in e and set(_NAME.findall(e)) & names and base not in _NAME.findall(e)}
+            params = {p.name for p in k.params}
+
+            def group_base(text: str) -> bool:
+                """`w + g * stride + ...`: the index picks a pointer parameter's slab (a group's weight)."""
+                text = k.assigns[text.strip()][1] if text.strip() in k.assigns else text  # p_w = w + g * N * K; tl.load(p_w)
+                flat = text.replace("(", " ").replace(")", " ")
+                return any(mo.group(1) in params and mo.group(2) in names
+                           for mo in re.finditer(r"\b(\w+)\s*\+\s*(\w+)(?:\.to\s*tl\.int64\s*)?\s*\*", flat))
+
+            used = any(c.name == "tl.load" and c.args and set(c.loops) & loops and group_base(c.args[0]) for c in k.calls)
             if used == index_addresses_dot_operand:
                 keep.append((a, b, base, idx))
         pairs = keep
