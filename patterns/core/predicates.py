@@ -1506,3 +1506,253 @@ def runtime_loop_bound(s: Subject) -> Verdict:
 # ======================================================================================
 # end of the p14a block
 # ======================================================================================
+
+# --------------------------------------------------------------------------------------
+# p14b (issue #14): attention, linear attention, quantization, MoE. Structural
+# readings of index arithmetic: which address derives from which load, which
+# loop bound follows the query tile, which value is unpacked or scaled.
+# --------------------------------------------------------------------------------------
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _reach(k: KernelFacts, text: str, depth: int = 6) -> set[str]:
+    """Names an expression reads, followed through the kernel's assignments (last assignment of each name)."""
+    seen: set[str] = set()
+    frontier = set(_NAME.findall(text))
+    for _ in range(depth):
+        new = set()
+        for n in frontier - seen:
+            seen.add(n)
+            if n in k.assigns:
+                new |= set(_NAME.findall(k.assigns[n][1]))
+        frontier = new
+    return seen | frontier
+
+
+def _expanded(k: KernelFacts, text: str, depth: int = 3) -> str:
+    """The expression with assigned names replaced by their (last) values, for reading its form."""
+    for _ in range(depth):
+        text = _NAME.sub(lambda mo: f"({k.assigns[mo.group(0)][1]})" if mo.group(0) in k.assigns and "program_id" not in k.assigns[mo.group(0)][1] else mo.group(0), text)
+    return text
+
+
+def _dot_loops(k: KernelFacts) -> list:
+    return [lp for lp in k.loops if any(lp.line in c.loops and _called(c, ("tl.dot",)) for c in k.calls)]
+
+
+def _loop_end(lp) -> str:
+    return lp.args[1] if len(lp.args) >= 2 else (lp.args[0] if lp.args else "")
+
+
+@predicate()
+def causal_loop_bound(s: Subject) -> Verdict:
+    """A tl.dot loop over key tiles whose end follows the query tile (`(i_m + 1) * BM`, `i_m * BM + BM`, `i_t * BT`): tiles past the diagonal are never visited."""
+    k = _kernel(s)
+    pid = {v for v, axes in k.pid_deps.items() if axes and v in k.assigns and "load" not in k.assigns[v][1]}
+    for lp in _dot_loops(k):
+        end = _expanded(k, _loop_end(lp))
+        for mo in re.finditer(r"\(\s*(\w+)\s*\+\s*1\s*\)\s*\*\s*(\w+)|\b(\w+)\s*\*\s*(\w+)\s*\+\s*(\w+)|\b(\w+)\s*\*\s*(\w+)", end):
+            x, c = (mo.group(1), mo.group(2)) if mo.group(1) else ((mo.group(3), mo.group(4)) if mo.group(3) else (mo.group(6), mo.group(7)))
+            if mo.group(3) and mo.group(5) != c:
+                continue
+            if x in pid and c in k.constexprs:
+                return Verdict(ok=True, lines=[lp.line], reasons=[f"key loop at line {lp.line} ends at the query tile: `{lp.iter}`"])
+    return Verdict(ok=False, reasons=["no tl.dot loop bounded by the query tile"])
+
+
+@predicate()
+def causal_mask(s: Subject) -> Verdict:
+    """Inside a tl.dot loop, a mask compares a program-dependent row offset with a loop-dependent column offset (`o_m[:, None] >= o_n[None, :]`): a causal (triangular) mask."""
+    k = _kernel(s)
+    rx = re.compile(r"(\w+)\s*\[\s*:\s*,\s*None\s*\]\s*(>=|>|<=|<)\s*\(?\s*([\w\s+]+?)\s*\)?\s*\[\s*None\s*,\s*:\s*\]")
+    for lp in _dot_loops(k):
+        texts = [(c.line, a) for c in k.calls if lp.line in c.loops and c.name == "tl.where" for a in c.args[:1]]
+        texts += [(line, e) for v, (line, e) in k.assigns.items() if lp.line <= line <= lp.end_line]
+        for line, text in texts:
+            for mo in rx.finditer(text):
+                row, col = mo.group(1), mo.group(3)
+                col_names = set(_NAME.findall(col))
+                if k.pid_deps.get(row) and row not in lp.assigned and col_names & set(lp.assigned):
+                    return Verdict(ok=True, lines=[line], reasons=[f"causal mask `{mo.group(0)}` in the loop at line {lp.line} (line {line})"])
+    return Verdict(ok=False, reasons=["no row-versus-column mask in a tl.dot loop"])
+
+
+def _pair_loads(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
+    """(first, second, base, index) for loads `P + i` and `P + i + 1` of one pointer: CSR row bounds."""
+    loads = [c for c in k.calls if c.name == "tl.load" and c.args]
+    norm = {id(c): " ".join(c.args[0].split()) for c in loads}
+    out = []
+    for a in loads:
+        mo = re.fullmatch(r"\(?\s*(\w+)\s*\+\s*(.+?)\s*\)?", norm[id(a)])
+        if not mo:
+            continue
+        base, idx = mo.group(1), mo.group(2)
+        if base not in {p.name for p in k.params}:
+            continue
+        for b in loads:
+            t = norm[id(b)]
+            if b is not a and t.replace(" ", "") in (f"{base}+{idx}+1".replace(" ", ""), f"{base}+({idx}+1)".replace(" ", "")):
+                out.append((a, b, base, idx))
+    # bounds of one segment: a scalar index (no tl.arange behind it), and the two values used
+    # together (eos - bos, range(bos, eos), a mask against both), not two neighbours of a vector
+    keep = []
+    for a, b, base, idx in out:
+        if any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in _reach(k, idx)) or "tl.arange" in idx:
+            continue
+        names = [next((v for v, (line, e) in k.assigns.items() if line == c.line and f"{base} +" in e.replace("(", "") and
+                       " ".join(e.split()).find(" ".join(c.args[0].split())) >= 0), None) for c in (a, b)]
+        if None in names or names[0] == names[1]:
+            keep.append((a, b, base, idx))  # reassigned on another branch (`else: bos = i_n * T`): the scalar index decides
+            continue
+        texts = [e for v, (line, e) in k.assigns.items() if line not in (a.line, b.line)]
+        texts += [lp.iter for lp in k.loops] + [x for c in k.calls if c.line not in (a.line, b.line) for x in c.args]
+        if any({names[0], names[1]} <= _reach(k, t) for t in texts):
+            keep.append((a, b, base, idx))
+    return keep
+
+
+@predicate()
+def offset_pair_load(s: Subject, *, index_addresses_dot_operand: bool | None = None) -> Verdict:
+    """Loads `P[i]` and `P[i + 1]` of one pointer parameter (segment bounds from an offsets table: cu_seqlens, expert offsets).
+
+    index_addresses_dot_operand: the segment index itself (not only the bounds) addresses an operand loaded in a tl.dot loop, as a group's weight in a grouped GEMM."""
+    k = _kernel(s)
+    pairs = _pair_loads(k)
+    if index_addresses_dot_operand is not None:
+        loops = {lp.line for lp in _dot_loops(k)}
+        keep = []
+        for a, b, base, idx in pairs:
+            names = set(_NAME.findall(idx))
+            # and values read through the same index (`w_index = tl.load(weight_indices + pid_s)`)
+            names |= {v for v, (_, e) in k.assigns.items() if "tl.load" in e and set(_NAME.findall(e)) & names and base not in _NAME.findall(e)}
+            params = {p.name for p in k.params}
+
+            def group_base(text: str) -> bool:
+                """`w + g * stride + ...`: the index picks a pointer parameter's slab (a group's weight)."""
+                text = k.assigns[text.strip()][1] if text.strip() in k.assigns else text  # p_w = w + g * N * K; tl.load(p_w)
+                flat = text.replace("(", " ").replace(")", " ")
+                return any(mo.group(1) in params and mo.group(2) in names
+                           for mo in re.finditer(r"\b(\w+)\s*\+\s*(\w+)(?:\.to\s*tl\.int64\s*)?\s*\*", flat))
+
+            used = any(c.name == "tl.load" and c.args and set(c.loops) & loops and group_base(c.args[0]) for c in k.calls)
+            if used == index_addresses_dot_operand:
+                keep.append((a, b, base, idx))
+        pairs = keep
+    if pairs:
+        a, b, base, idx = pairs[0]
+        return Verdict(ok=True, lines=[a.line, b.line], reasons=[f"segment bounds {base}[{idx}] and {base}[{idx} + 1] (line {a.line})"])
+    return Verdict(ok=False, reasons=["no load of P[i] and P[i + 1] from an offsets table"])
+
+
+@predicate()
+def gathered_access(
+    s: Subject,
+    *,
+    op: Literal["load", "store"] = "load",
+    in_loop: bool | None = None,
+    index_loaded_in_loop: bool | None = None,
+    vector_index: bool | None = None,
+) -> Verdict:
+    """A load or store whose address derives from a value the kernel loaded from another pointer (a page table, slot mapping, sorted token ids): an indexed gather or scatter.
+
+    index_loaded_in_loop: the index is loaded in the same loop as the access (per tile) or outside it;
+    vector_index: the index is a vector (its own address uses tl.arange), not one scalar per program."""
+    k = _kernel(s)
+    index_loads = {}
+    for c in k.calls:
+        if c.name == "tl.load" and c.args and not c.via:
+            for v, (line, e) in k.assigns.items():
+                if line == c.line and "tl.load" in e:
+                    index_loads.setdefault(v, c)
+    hits = []
+    for c in k.calls:
+        if c.name != f"tl.{op}" or not c.args or c.via:
+            continue
+        if in_loop is not None and c.in_loop != in_loop:
+            continue
+        names = _reach(k, c.args[0])
+        for v in sorted(names & set(index_loads)):
+            src = index_loads[v]
+            if src is c or src.args[0] == c.args[0]:
+                continue
+            if index_loaded_in_loop is not None and c.loops and (c.loops[-1] in src.loops) != index_loaded_in_loop:
+                continue
+            if vector_index is not None:
+                aranged = any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in _reach(k, src.args[0])) or "tl.arange" in src.args[0]
+                if aranged != vector_index:
+                    continue
+            hits.append((c, v, src))
+            break
+    if hits:
+        c, v, src = hits[0]
+        return Verdict(ok=True, lines=[src.line, c.line], reasons=[f"tl.{op} at line {c.line} addressed through {v} = `{_code(src, 40)}` (line {src.line})"])
+    return Verdict(ok=False, reasons=[f"no tl.{op} addressed through a loaded index"])
+
+
+@predicate()
+def nibble_unpack(s: Subject, *, in_dot_loop: bool | None = None) -> Verdict:
+    """Packed sub-byte values unpacked from a loaded word with a shift and a mask (`(w >> s) & 0xF`), optionally inside a tl.dot loop (dequantized on the fly)."""
+    k = _kernel(s)
+    rx = re.compile(r">>.*&\s*(0x0?[fF]|15|0x[fF]{2}|255|0x3|3)\b|&\s*(0x0?[fF]|15)\b.*>>")
+    loops = {lp.line: lp for lp in _dot_loops(k)}
+    for v, (line, e) in k.assigns.items():
+        if not rx.search(e) or not (_reach(k, e) & set(k.loaded) or "tl.load" in e):
+            continue
+        inside = any(lp.line <= line <= lp.end_line for lp in loops.values())
+        if in_dot_loop is not None and inside != in_dot_loop:
+            continue
+        return Verdict(ok=True, lines=[line], reasons=[f"unpacks {v} = `{' '.join(e.split())[:50]}` (line {line})"])
+    return Verdict(ok=False, reasons=["no shift-and-mask unpacking of a loaded word" + (" in a tl.dot loop" if in_dot_loop else "")])
+
+
+@predicate()
+def group_absmax_scale(s: Subject) -> Verdict:
+    """A scale is computed from the block's own absmax (`tl.max(tl.abs(x))`) and stored with a plain store, beside values divided (or multiplied) by it: one scale per block, from the registers it quantizes."""
+    k = _kernel(s)
+    if any(c.name.startswith("tl.atomic_") for c in k.calls):
+        return Verdict(ok=False, reasons=["the absmax is combined across programs with atomics"])
+    amax = {v for v, (_, e) in k.assigns.items() if re.search(r"tl\.max\(\s*tl\.abs\(", e) or re.search(r"tl\.max\(\s*tl\.abs\(", _expanded(k, e, 1))}
+    if not amax:
+        return Verdict(ok=False, reasons=["no absmax of a block"])
+    scales = {v for v, (_, e) in k.assigns.items() if v in amax or set(_NAME.findall(e)) & amax}
+    stores = [c for c in k.calls if c.name == "tl.store" and len(c.args) >= 2]
+    scale_store = [c for c in stores if set(_NAME.findall(c.args[1])) & scales and not re.search(r"[*/]", c.args[1])]
+    scaled = [c for c in stores if re.search(r"[*/]", _expanded(k, c.args[1], 2)) and _reach(k, c.args[1]) & scales]
+    if scale_store and scaled:
+        return Verdict(ok=True, lines=sorted({scale_store[0].line, scaled[0].line}),
+                       reasons=[f"scale from the block's absmax stored at line {scale_store[0].line}, scaled values at line {scaled[0].line}"])
+    return Verdict(ok=False, reasons=["absmax computed but no scale stored beside the scaled values"])
+
+
+@predicate()
+def topk_by_repeated_max(s: Subject) -> Verdict:
+    """A loop with no memory access that takes a max/argmax of a block and masks the winner out (`tl.where(idx == best, -inf, x)`): top-k selection in registers."""
+    k = _kernel(s)
+    for lp in k.loops:
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(c.name in ("tl.load", "tl.store") for c in inside):
+            continue
+        if any(c.name in ("tl.argmax", "tl.max") for c in inside) and any(c.name == "tl.where" for c in inside):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"top-k by repeated max in registers (loop at line {lp.line})"])
+    return Verdict(ok=False, reasons=["no register loop of max-and-mask"])
+
+
+@predicate()
+def state_in_out(s: Subject) -> Verdict:
+    """A state carried across a loop (a recurrence) starts from memory (`b_h += tl.load(h0 ...)` before the loop) and is stored after it: the kernel continues from an initial state and hands its final state on."""
+    k = _kernel(s)
+    rec = recurrence_state(s)
+    if not rec.ok:
+        return Verdict(ok=False, reasons=rec.reasons)
+    for lp in k.loops:
+        for var in lp.assigned:
+            if var == lp.target:
+                continue
+            loads_in = any(e.startswith("add:") and "tl.load" in e for e in k.accumulates.get(var, []))
+            stores_out = [c for c in k.calls if c.name == "tl.store" and not c.loops and c.line > lp.end_line and len(c.args) >= 2
+                          and re.search(rf"\b{re.escape(var)}\b", c.args[1])]
+            if loads_in and stores_out:
+                return Verdict(ok=True, lines=[stores_out[0].line],
+                               reasons=[f"state {var} starts from a load and is stored after the loop at line {lp.line} (line {stores_out[0].line})"])
+    return Verdict(ok=False, reasons=["the recurrent state neither starts from memory nor is stored after the loop"])
