@@ -1280,11 +1280,14 @@ def residual_add_stored(s: Subject) -> Verdict:
 _EXP = [r"(.*[._])?(exp|exp2|expf|fast_expf|exp2f)"]
 
 
-def _shift_of(k: KernelFacts, arg: str) -> bool:
-    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one."""
+def _shift_of(k: KernelFacts, arg: str, depth: int = 2) -> bool:
+    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one
+    (a bare name is followed to its assignment: `d = x - m; exp(d)`)."""
     node = _parse(arg)
     if node is None:
         return False
+    if isinstance(node, ast.Name) and node.id in k.assigns and depth > 0:
+        return _shift_of(k, k.assigns[node.id][1], depth - 1)
     for sub in ast.walk(node):
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub):
             right = ast.unparse(sub.right)
@@ -1296,9 +1299,24 @@ def _shift_of(k: KernelFacts, arg: str) -> bool:
     return False
 
 
+def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
+    """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
+    made = [v for v, (ln, _) in k.assigns.items() if ln == line]
+    texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    for v in made:
+        of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
+        sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
+        sums |= {w for w, exprs in k.accumulates.items() if any(re.search(of_v, e) for e in exprs)}
+        for t in texts:
+            for d in [of_v, *(rf"\b{re.escape(w)}\b" for w in sums)]:
+                if re.search(rf"/\s*\(?\s*{d}", t) or re.search(rf"log2?\(\s*{d}", t):
+                    return True
+    return False
+
+
 @predicate()
-def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
-    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads."""
+def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True, normalised: bool = False) -> Verdict:
+    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads; normalised: only exps divided by (or logged through) their own tl.sum, as in a softmax."""
     k = _kernel(s)
     loaded = set(k.loaded)
     hits = []
@@ -1306,6 +1324,8 @@ def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
         if not _call_matches(c, _EXP) or not c.args:
             continue
         if of_loaded and not (set(c.depends_on) & loaded or "load(" in c.args[0]):
+            continue
+        if normalised and not _normalised_by_sum(k, c.line):
             continue
         if _shift_of(k, c.args[0]) == shifted:
             hits.append(c)
