@@ -1422,13 +1422,14 @@ def softplus_form(s: Subject, *, guarded: bool) -> Verdict:
     """log(1 + exp(x)) written inline, (guarded) inside a tl.where / clamp that returns x for large x, or (not guarded) bare: exp(x) overflows for x > 88 in fp32."""
     k = _kernel(s)
     hits = []
-    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store", "tl.where") for a in c.args]
+    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store") for a in c.args]
     seen_lines = set()
     for line, text in texts:
         if line in seen_lines:
             continue
         norm = text.replace(" ", "")
-        m_ = re.search(r"(log1p\((tl\.(math\.)?)?exp\(|log\(1(\.0?)?\+(tl\.(math\.)?)?exp\(|log2\(1(\.0?)?\+(tl\.(math\.)?)?exp2\()", norm)
+        # log(1 + exp(x)), log(exp(x) + 1), log1p(exp(x)), log2(1 + exp2(x))
+        m_ = re.search(r"log(1p|2)?\((1(\.0?)?\+)?(tl\.(math\.)?)?exp2?\(", norm)
         if not m_:
             continue
         is_guarded = "where(" in norm or "minimum(" in norm or "maximum(" in norm
@@ -1522,6 +1523,21 @@ def runtime_loop_bound(s: Subject) -> Verdict:
     if hits:
         return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` runs to a runtime length (line {hits[0].line})"])
     return Verdict(ok=False, reasons=["no loop bounded by a runtime parameter"])
+
+@predicate()
+def optional_operand_flag(s: Subject) -> Verdict:
+    """A tl.constexpr flag set from whether an operand is given (`HAS_BIAS=bias is not None` at the launch, or in @triton.heuristics): the kernel is compiled with and without the operand."""
+    k = _kernel(s)
+    none_test = re.compile(r"\bis\s+(not\s+)?None\b")
+    for name, text in k.heuristics.items():
+        if none_test.search(text):
+            return Verdict(ok=True, lines=[k.line], reasons=[f"@triton.heuristics sets {name} from `{' '.join(text.split())[:50]}`"])
+    constexprs = set(k.constexprs)
+    for la in k.launches:
+        for _pos, name, text in _launch_sources(s, la):
+            if name in constexprs and none_test.search(text):
+                return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
+    return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
 
 # ======================================================================================
 # end of the p14a block
