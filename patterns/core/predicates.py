@@ -1188,13 +1188,20 @@ def atomic_value(s: Subject, *, reduced: bool, scalar_address: bool = True) -> V
     for c in k.calls:
         if not c.name.startswith("tl.atomic_") or c.name == "tl.atomic_cas" or len(c.args) < 2:
             continue
-        addr = c.args[0]
-        addr_lanes = "tl.arange" in addr or bool(set(re.findall(r"\w+", addr)) & _expand_names(k, addr) & lanes) or bool(_expand_names(k, addr) & lanes)
+        # lanes that add nothing (`o * 0`, tl.zeros_like(o)) are the usual way to give a block value one address
+        addr = re.sub(r"\b\w+\s*\*\s*0\b|\btl\.zeros(_like)?\([^()]*\)|\bl?\w*\s*\*\s*0\b", "0", c.args[0])
+        def has_lanes(text: str) -> bool:
+            reach = _expand_names(k, text, depth=6)
+            return "tl.arange" in text or bool(reach & lanes) or any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
+        addr_lanes = has_lanes(addr)
         if scalar_address and addr_lanes:
             continue
         value = c.args[1]
         names = _expand_names(k, value, stop_at_reduction=True)
         is_reduced = any(r + "(" in value for r in _REDUCTIONS) or any(k.origins.get(n) in _REDUCTIONS for n in names)
+        if not is_reduced and not has_lanes(value):
+            continue  # a scalar (a count of 1, a flag): nothing to reduce
         if is_reduced == reduced:
             hits.append(c)
     what = "atomic of a block reduction" if reduced else "atomic of an unreduced block"
