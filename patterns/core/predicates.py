@@ -1408,15 +1408,21 @@ def serial_prefix_loop(s: Subject) -> Verdict:
         if any(c.name == "tl.arange" for c in inside):
             continue
         block = {v for v, o in k.origins.items() if o == "tl.arange"}
+        if any(c.name == "tl.load" and c.args and (_expand_names(k, c.args[0], 6) & block or "tl.arange" in c.args[0]) for c in inside):
+            continue  # vector loads: each iteration already works on a block (a row loop)
         for var in lp.assigned:
             if var == lp.target:
                 continue
             adds = [e for e in k.accumulates.get(var, []) if e.startswith("add:")]
             expr = k.assigns.get(var, (0, ""))[1]
-            self_add = bool(re.search(rf"\b{re.escape(var)}\s*\+|\+\s*{re.escape(var)}\b", expr))
-            if not (adds or self_add):
-                continue
-            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1 and re.search(rf"\b{re.escape(var)}\b", c.args[1])]
+            v = re.escape(var)
+            self_add = bool(re.search(rf"\b{v}\s*\+|\+\s*{v}\b", expr))
+            scaled = re.search(rf"\*\s*{v}\b|\b{v}\s*\*", expr) or "multiply" in {e.partition(":")[0] for e in k.accumulates.get(var, [])}
+            if not (adds or self_add) or scaled:
+                continue  # a decayed state (h = a * h + x) is a recurrence, not a prefix sum
+            # the running total itself is stored, not something computed from it
+            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1
+                      and re.fullmatch(rf"{v}(\.to\(.*\))?", c.args[1].strip())]
             loads = [c for c in inside if c.name == "tl.load"]
             if stores and loads and not (set(stores[0].depends_on) & block and "arange" in stores[0].args[0]):
                 return Verdict(ok=True, lines=[lp.line, stores[0].line],
