@@ -350,6 +350,8 @@ class BodyCost:
     ew_flops: float = 0.0
     transcendentals: float = 0.0
     largest_tile: int = 0
+    block_1d: int = 0  # elements of the largest 1-D block value
+    tensors_1d: int = 0  # live 1-D block values of that size (loads and what is computed from them)
     unsized: list[str] = field(default_factory=list)
     dot_dtype: str = "bfloat16"
 
@@ -360,10 +362,16 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
     shapes = _Shapes(kernel)
     loops = {lp.line: lp for lp in kernel.loops}
     trips: dict[int, int | None] = {line: _trip_count(lp.iter, binds) for line, lp in loops.items()}
+    one_d: dict[str, int] = {}
     for var, sh in shapes.env.items():
         n = _elements(sh, binds)
         if n and len(sh) >= 2:
             cost.largest_tile = max(cost.largest_tile, n)
+        elif n and len(sh) == 1 and var in kernel.loaded:
+            one_d[var] = n
+    if one_d:
+        cost.block_1d = max(one_d.values())
+        cost.tensors_1d = sum(1 for n in one_d.values() if n == cost.block_1d)
     for c in kernel.calls:
         mult = 1
         for line in c.loops:
@@ -510,7 +518,10 @@ def estimate(
         # registers: the largest tile (a dot's fp32 accumulator) lives across the loop with
         # operand tiles about half its size in 16 bits: ~1.5 tiles. Calibrated on Triton's
         # matmul tutorial, whose 128x256 tiles at 8 warps (~200 registers) do not spill.
-        regs_per_thread = min(255, 32 + 3 * cost.largest_tile // (2 * max(threads, 1)))
+        regs_2d = 3 * cost.largest_tile // (2 * max(threads, 1))
+        # a 1-D block of N values spreads over 32*num_warps threads: N/threads registers per live tensor
+        regs_1d = cost.tensors_1d * cost.block_1d // max(threads, 1)
+        regs_per_thread = min(255, 32 + max(regs_2d, regs_1d))
         resident_by_regs = max(1, hw.regs_per_sm // (regs_per_thread * threads))
         resident = max(1, min(resident_by_regs, hw.max_threads_per_sm // threads, 32))
         slots = hw.sm_count * resident
@@ -538,8 +549,10 @@ def estimate(
                    f"{waves:.2f} waves: the last wave runs {waves - math.floor(waves):.0%} full")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[why]))
         if regs_per_thread >= 255:
+            what = (f"tiles of {cost.largest_tile} elements" if regs_2d >= regs_1d else
+                    f"{cost.tensors_1d} 1-D block value(s) of {cost.block_1d} elements")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[
-                f"tiles of {cost.largest_tile} elements over {threads} threads need ~{regs_per_thread} registers/thread: spills"]))
+                f"{what} over {threads} threads need ~{32 + max(regs_2d, regs_1d)} registers/thread: spills to local memory"]))
         roof = Bottleneck(
             cls=BottleneckClass.memory if ai < ridge else BottleneckClass.compute, numbers=nums,
             rationale=[f"{_fmt_bytes(bytes_)} moved and {_fmt_flops(flops)} per launch: intensity {ai:.2f} FLOP/B "
