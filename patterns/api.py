@@ -344,7 +344,16 @@ def review_items(status: str = "pending", op: str | None = None, say: Callable[[
     if status not in REVIEW_STATUSES:
         raise ReviewError(f"--status: '{status}' is not pending, accepted, rejected or all")
     items = review_store(say).list()
-    return [i.model_dump(mode="json") for i in items if (status == "all" or i.status == status) and (op is None or i.op == op)]
+    spec = _spec_key(op) if op is not None else None
+    return [i.model_dump(mode="json") for i in items if (status == "all" or i.status == status) and (op is None or i.op == op or (spec and i.spec == spec))]
+
+
+def _spec_key(op: str) -> str:
+    """The spec path an op argument names (a spec.py or a folder with one), '' for an op name."""
+    from patterns.core.ops import spec_path
+
+    path = spec_path(op)
+    return str(path.resolve()) if path is not None else ""
 
 
 def review_item(item_id: str, say: Callable[[str], None] | None = None) -> dict:

@@ -512,6 +512,76 @@ def validate_cmd(
 
 
 # --------------------------------------------------------------------------------------
+# the user's own kernels: a spec for the gate (patterns.specinit) and the user's evidence
+# --------------------------------------------------------------------------------------
+
+spec_app = typer.Typer(name="spec", help="Specs for your own kernels: what the gate and the agent need to know.", no_args_is_help=True)
+app.add_typer(spec_app, name="spec")
+
+
+def _sizes(items: list[str], option: str) -> tuple[dict[str, int], ...]:
+    """`N=4096,D=128` per item -> a shape dict each."""
+    out = []
+    for item in items:
+        shape = {}
+        for part in item.split(","):
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
+                raise UsageError(f"{option}: expected NAME=INT[,NAME=INT...], got '{item}'")
+            shape[name.strip()] = int(value)
+        out.append(shape)
+    return tuple(out)
+
+
+@spec_app.command("init")
+def spec_init_cmd(
+    kernel_file: Path = typer.Argument(..., metavar="KERNEL.py", help="your file with @triton.jit kernels and the launcher"),
+    kernel: Optional[str] = typer.Option(None, "--kernel", help="the launcher (the Python function that launches the kernel), when the file has several"),
+    reference: Optional[str] = typer.Option(None, "--reference", help="the plain PyTorch reference, MODULE:FUNC (a dotted module or a .py path)"),
+    reference_file: Optional[str] = typer.Option(None, "--reference-file", help="a .py file with the reference (FUNC: `reference`, the launcher's name or its one function; ref.py:FUNC to choose); it may define make_inputs, bytes_moved, flops"),
+    shape: list[str] = typer.Option([], "--shape", help="a tensor parameter's dimensions, NAME=DIMS (repeat): x=N,D  weight=D  state=B,H,64,64"),
+    dtype: list[str] = typer.Option([], "--dtype", help="activation dtype to check (repeat; default float32 and bfloat16), or NAME=DTYPE for one tensor"),
+    value: list[str] = typer.Option([], "--value", help="a non-tensor parameter, NAME=LITERAL (repeat): eps=1e-6 causal=True"),
+    gpu_shape: list[str] = typer.Option([], "--gpu-shape", help="sizes timed on the GPU, N=4096,D=4096 (repeat)"),
+    cpu_shape: list[str] = typer.Option([], "--cpu-shape", help="sizes checked under the interpreter (repeat; default: small odd sizes derived from the GPU shapes)"),
+    inplace: list[str] = typer.Option([], "--inplace", help="an input the launcher writes (an output buffer, a state), compared as an output (repeat)"),
+    scratch: list[str] = typer.Option([], "--scratch", help="an input the launcher may overwrite as working memory, not compared (repeat)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="where to write the spec (default: spec.py beside KERNEL.py)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing spec"),
+    check: bool = typer.Option(True, "--check/--no-check", help="call the reference and the launcher once on the smallest CPU shape (child process, time limit)"),
+) -> None:
+    """Write a spec for your kernel, so `validate`, `agent` and `review` take it like a built-in op."""
+    from patterns.specinit import Request, _parse_value, init_spec
+
+    dims: dict[str, tuple] = {}
+    for item in shape:
+        name, sep, text = item.partition("=")
+        if not sep or not name or not text:
+            raise UsageError(f"--shape: expected NAME=DIM[,DIM...], got '{item}'")
+        dims[name] = tuple(int(d) if d.strip().isdigit() else d.strip() for d in text.split(","))
+    grid, pinned = [], {}
+    for item in dtype:
+        name, sep, kind = item.partition("=")
+        if sep:
+            pinned[name] = kind
+        else:
+            grid.append(item)
+    values = {}
+    for item in value:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--value: expected NAME=LITERAL, got '{item}'")
+        values[name] = _parse_value(text)
+    req = Request(kernel=kernel_file, launcher=kernel, reference=reference, reference_file=reference_file, shapes=dims,
+                  dtypes=tuple(grid), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
+                  cpu_shapes=_sizes(cpu_shape, "--cpu-shape"), inplace=tuple(inplace), scratch=tuple(scratch), out=out, force=force)
+    with err_console.status(f"checking {kernel_file.name} against its reference…"):
+        path = init_spec(req, check=check)
+    console.print(f"wrote {path}" + (" (checked: reference and launcher agree on the outputs' shapes)" if check else " (not checked)"), highlight=False, soft_wrap=True)
+    console.print(f"next: patterns validate {path} · patterns agent {path}", highlight=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------
 # serving (patterns.serving.cli), agent and review (patterns.agent.cli); heavy imports inside the commands
 # --------------------------------------------------------------------------------------
 
