@@ -1088,6 +1088,425 @@ def modulo_indexed_load(s: Subject) -> Verdict:
     return _hit(hits, "tl.load indexed modulo a program-independent size")
 
 
+# ======================================================================================
+# p14a block (issue #14: memory/layout, reductions, fusion, launch, numerics patterns).
+# Helper p14b adds its own block; keep these together to keep merges easy.
+# ======================================================================================
+
+
+def _launch_sources(s: Subject, la) -> list[tuple[int, str, str]]:
+    """(position or -1, parameter name, source text) of each launch argument; a bare name is
+    followed to its assignment in the launcher (`x = x.contiguous(); k[g](x)` gives `x.contiguous()`)."""
+    k = _kernel(s)
+    local = s.file.host_assigns.get(la.function, {})
+    names = [p.name for p in k.params]
+    out = []
+    for i, text in enumerate(la.args):
+        src = local[text][1] if text in local else text
+        out.append((i, names[i] if i < len(names) else "", f"{text} = {src}" if text in local else text))
+    for name, text in la.kwargs.items():
+        src = local[text][1] if text in local else text
+        out.append((-1, name, f"{text} = {src}" if text in local else text))
+    return out
+
+
+def _pointer_params(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """Parameters an address expression reaches, following local assignments."""
+    params = {p.name for p in k.params}
+    seen: set[str] = set()
+    todo = set(re.findall(r"[A-Za-z_]\w*", text))
+    while todo and depth >= 0:
+        depth -= 1
+        nxt: set[str] = set()
+        for n in todo - seen:
+            seen.add(n)
+            if n in k.assigns and n not in params:
+                nxt |= set(re.findall(r"[A-Za-z_]\w*", k.assigns[n][1]))
+        todo = nxt
+    return seen & params
+
+
+@predicate()
+def launch_arg_source(
+    s: Subject,
+    *,
+    patterns: list[str],
+    stored_only: bool = False,
+    constexpr: bool | None = None,
+    names: list[str] | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """A launch argument of this kernel is (or is assigned in the launcher from) an expression matching one of `patterns` (regular expressions, searched), e.g. `\\.contiguous\\(`, `\\.item\\(`, `torch\\.zeros`.
+
+    `stored_only`: the kernel only stores through the matching parameter (no load, no atomic): an output.
+    `constexpr`: the matching parameter is (or is not) a tl.constexpr. `names`: only arguments bound to parameters or launch options matching these (e.g. num_warps)."""
+    k = _kernel(s)
+    hits = []
+    for la in k.launches:
+        for _pos, name, text in _launch_sources(s, la):
+            if not _matches_search(text, patterns) or (names is not None and not _matches_any(name, names)):
+                continue
+            p = k.param(name)
+            if constexpr is not None and (p is None or p.constexpr != constexpr):
+                continue
+            if stored_only:
+                if p is None:
+                    continue
+                reads = [c for c in k.calls if (c.name == "tl.load" or c.name.startswith("tl.atomic_")) and c.args
+                         and name in _pointer_params(k, c.args[0])]
+                writes = [c for c in k.calls if c.name == "tl.store" and c.args and name in _pointer_params(k, c.args[0])]
+                if reads or not writes:
+                    continue
+                # a buffer handed to several kernels may be written in parts, the rest left to the fill
+                var = text.split(" = ", 1)[0]
+                others = [o for o in s.file.launches if o.function == la.function and o.line != la.line
+                          and var in [*o.args, *o.kwargs.values()]]
+                if others:
+                    continue
+            hits.append((la.line, name or "?", text))
+    if len(hits) >= min_count:
+        line, name, text = hits[0]
+        shown = " ".join(text.split())
+        shown = shown if len(shown) <= 60 else shown[:58] + "…"
+        return Verdict(ok=True, lines=sorted({h[0] for h in hits}), reasons=[f"launch passes {name} as `{shown}` (line {line})"])
+    return Verdict(ok=False, reasons=["no launch argument made by " + readable(patterns)])
+
+
+def _matches_search(value: str, patterns: list[str]) -> bool:
+    return any(re.search(p, value) for p in patterns)
+
+
+_REDUCTIONS = ("tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.xor_sum")
+
+
+@predicate()
+def atomic_value(s: Subject, *, reduced: bool, scalar_address: bool = True) -> Verdict:
+    """An atomic whose value is (reduced) or is not a block reduction (tl.sum, tl.max, ...) of the program's data; scalar_address: its address has no tl.arange lanes, so every lane of a block value hits one address."""
+    k = _kernel(s)
+    lanes = {v for v, o in k.origins.items() if o == "tl.arange"}
+    hits = []
+    for c in k.calls:
+        if not c.name.startswith("tl.atomic_") or c.name == "tl.atomic_cas" or len(c.args) < 2:
+            continue
+        addr = c.args[0]
+        addr_lanes = "tl.arange" in addr or bool(set(re.findall(r"\w+", addr)) & _expand_names(k, addr) & lanes) or bool(_expand_names(k, addr) & lanes)
+        if scalar_address and addr_lanes:
+            continue
+        value = c.args[1]
+        names = _expand_names(k, value, stop_at_reduction=True)
+        is_reduced = any(r + "(" in value for r in _REDUCTIONS) or any(k.origins.get(n) in _REDUCTIONS for n in names)
+        if is_reduced == reduced:
+            hits.append(c)
+    what = "atomic of a block reduction" if reduced else "atomic of an unreduced block"
+    return _hit(hits, what + (" to one address" if scalar_address else ""))
+
+
+def _expand_names(k: KernelFacts, text: str, depth: int = 4, stop_at_reduction: bool = False) -> set[str]:
+    """Local names an expression reaches through assignments (a reduction's result stops the walk when asked)."""
+    seen: set[str] = set()
+    todo = set(re.findall(r"[A-Za-z_]\w*", text))
+    while todo and depth >= 0:
+        depth -= 1
+        nxt: set[str] = set()
+        for n in todo - seen:
+            seen.add(n)
+            if n in k.assigns and not (stop_at_reduction and k.origins.get(n) in _REDUCTIONS):
+                nxt |= set(re.findall(r"[A-Za-z_]\w*", k.assigns[n][1]))
+        todo = nxt
+    return seen
+
+
+@predicate()
+def scalar_param_load(s: Subject) -> Verdict:
+    """The kernel loads a single value through a pointer parameter with no offset (`tl.load(scale_ptr)`): a per-launch scalar kept on the device."""
+    k = _kernel(s)
+    params = {p.name for p in k.params if not p.constexpr}
+    hits = [c for c in k.calls_named("tl.load") if c.args and c.args[0].strip() in params and not c.kwargs.get("mask")]
+    return _hit(hits, "scalar loaded from a pointer parameter")
+
+
+_LOW_FLOAT = ["tl.float16", "tl.bfloat16", "tl.float8e4nv", "tl.float8e5", r".*\.dtype\.element_ty", r".*\.dtype"]
+
+
+@predicate()
+def accumulator_dtype(s: Subject, *, dtypes: list[str]) -> Verdict:
+    """A loop accumulates into a value made by tl.zeros/tl.full (or a tl.dot with out_dtype) whose dtype matches `dtypes` (regular expressions over the dtype as written: tl.float32, tl.float16, x.dtype.element_ty)."""
+    k = _kernel(s)
+    in_loops = {v for lp in k.loops for v in lp.assigned}
+    hits = []
+    for c in k.calls:
+        if c.in_loop:
+            if c.name == "tl.dot" and "out_dtype" in c.kwargs and _matches_any(c.kwargs["out_dtype"], dtypes):
+                hits.append(c)
+            continue
+        if c.name not in ("tl.zeros", "tl.full"):
+            continue
+        dt = c.kwargs.get("dtype") or (c.args[-1] if len(c.args) >= (3 if c.name == "tl.full" else 2) else "")
+        if not dt or not _matches_any(dt.strip(), dtypes):
+            continue
+        made = [v for v, o in k.origins.items() if o == c.name and v in in_loops]
+        made = [v for v in made if v in k.accumulates or re.search(rf"\b{re.escape(v)}\b", k.assigns.get(v, (0, ""))[1])]
+        if made:
+            hits.append(c)
+    return _hit(hits, f"accumulator of dtype {readable(dtypes)}")
+
+
+@predicate()
+def residual_add_stored(s: Subject) -> Verdict:
+    """The kernel adds two loaded values, stores the sum and reduces it (`h = x + r; store(h); sum(h * h)`): a residual add fused into a normalisation."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    sums = set()
+    for v, (_, text) in k.assigns.items():
+        node = _parse(text)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            sides = [node.left, node.right]
+            ok = all((isinstance(x, ast.Name) and x.id in loaded) or "load(" in ast.unparse(x) for x in sides)
+            if ok:
+                sums.add(v)
+    for var, exprs in k.accumulates.items():  # x += r where both are loaded
+        if var in loaded and any(e.startswith("add:") and (e[4:].strip() in loaded or "load(" in e) for e in exprs):
+            sums.add(var)
+    if not sums:
+        return Verdict(ok=False, reasons=["no sum of two loaded values"])
+    stored = [c for c in k.calls_named("tl.store") if len(c.args) > 1 and set(_expand_names(k, c.args[1], 1)) & sums]
+    reduced = [c for c in k.calls if c.name in _REDUCTIONS and set(c.depends_on) & sums]
+    if stored and reduced:
+        return Verdict(ok=True, lines=[stored[0].line, reduced[0].line],
+                       reasons=[f"{'/'.join(sorted(sums))} (a sum of two loads) is stored (line {stored[0].line}) and reduced (line {reduced[0].line})"])
+    return Verdict(ok=False, reasons=["the sum of two loads is not both stored and reduced"])
+
+
+_EXP = [r"(.*[._])?(exp|exp2|expf|fast_expf|exp2f)"]
+
+
+def _shift_of(k: KernelFacts, arg: str) -> bool:
+    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one."""
+    node = _parse(arg)
+    if node is None:
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub):
+            right = ast.unparse(sub.right)
+            if re.search(r"\btl\.(max|maximum)\(", right):
+                return True
+            for n in re.findall(r"[A-Za-z_]\w*", right):
+                if k.origins.get(n) in ("tl.max", "tl.maximum", "tl.reduce") or re.fullmatch(r"(?i)(b_)?(m|mx|max\w*|\w*_max|m_\w+|lse\w*|\w*lse)", n):
+                    return True
+    return False
+
+
+@predicate()
+def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
+    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = []
+    for c in k.calls:
+        if not _call_matches(c, _EXP) or not c.args:
+            continue
+        if of_loaded and not (set(c.depends_on) & loaded or "load(" in c.args[0]):
+            continue
+        if _shift_of(k, c.args[0]) == shifted:
+            hits.append(c)
+    return _hit(hits, "exp of x - max" if shifted else "exp of an unshifted value")
+
+
+def _reduce_axis(c: CallSite) -> str:
+    axis = c.kwargs.get("axis", c.args[1] if len(c.args) > 1 else "None")
+    return axis.strip()
+
+
+@predicate()
+def rows_per_program(s: Subject, *, block_param: list[str]) -> Verdict:
+    """Each program takes a [rows, cols] tile of rows (a program_id scaled by a row-block constexpr matching `block_param`) and reduces along the columns (axis 1 / -1), with no tl.dot: several short rows per program."""
+    k = _kernel(s)
+    if k.calls_named("tl.dot", "tl.dot_scaled"):
+        return Verdict(ok=False, reasons=["a tl.dot kernel tiles rows for the MMA, not for short rows"])
+    tiles = tiles_axis_by_program(s, block_param=block_param)
+    if not tiles.ok:
+        return tiles
+    reds = [c for c in k.calls if c.name in _REDUCTIONS and _reduce_axis(c) in ("1", "-1")]
+    if not reds:
+        return Verdict(ok=False, reasons=["no reduction along axis 1 of a row tile"])
+    return Verdict(ok=True, lines=[*tiles.lines, reds[0].line], reasons=[*tiles.reasons, f"reduces rows along axis 1 (line {reds[0].line})"])
+
+
+# lengths that change from call to call (tokens, rows, batch), not model dimensions (heads, head dim, hidden)
+_SIZE_NAMES = [r"(?i)(t|s|l|m|b|nt|bs|seq_?lens?|seqlen\w*|max_seq\w*|\w*_len|num_tokens|n_tokens|tokens|total_\w+|n_rows|rows|num_rows"
+               r"|batch\w*|numel|n_elements?|num_elements|n_ctx|n_cols_varying)"]
+_SHAPE_CALLS = ("tl.arange", "tl.zeros", "tl.full", "tl.reshape", "tl.static_range", "tl.make_block_ptr", "tl.view",
+                "tl.broadcast_to", "tl.expand_dims", "tl.split", "tl.join", "tl.permute", "tl.trans", "tl.static_assert")
+
+
+def bound_only_constexprs(k: KernelFacts, names: list[str] = _SIZE_NAMES) -> list[tuple[str, int]]:  # noqa: B006
+    """(name, line) of tl.constexpr parameters used as loop bounds or mask limits and never as a block shape."""
+    hits = []
+    for p in k.params:
+        if not p.constexpr or not _matches_any(p.name, names) or p.name in k.heuristics:
+            continue
+        pat = re.compile(rf"\b{re.escape(p.name)}\b")
+        if any(pat.search(x) for x in k.heuristics.values()):
+            continue
+        shaped = [c for c in k.calls if c.name in _SHAPE_CALLS and any(pat.search(a) for a in [*c.args, *c.kwargs.values()])]
+        shaped += [c for c in k.calls if c.name.endswith((".reshape", ".view")) and any(pat.search(a) for a in c.args)]
+        if shaped or any(pat.search(lp.iter) for lp in k.loops if lp.kind == "tl.static_range"):
+            continue
+        # a size used in `if N > ...:` or `[None, :N]` slices cannot be told apart here: only loop bounds and masks count
+        bounds = [lp for lp in k.loops if lp.kind in ("range", "tl.range") and pat.search(lp.iter)]
+        masks = [c for c in k.calls if c.name in ("tl.load", "tl.store") and pat.search(c.kwargs.get("mask", ""))]
+        if bounds or masks:
+            hits.append((p.name, bounds[0].line if bounds else masks[0].line))
+    return hits
+
+
+@predicate()
+def constexpr_only_bounds(s: Subject, *, names: list[str] = _SIZE_NAMES) -> Verdict:  # noqa: B006
+    """A tl.constexpr parameter (matching `names`) used only as a loop bound or in comparisons and arithmetic, never as a block shape (tl.arange, tl.zeros, tl.full, static_range, reshape): a size that recompiles the kernel for every value and need not."""
+    hits = bound_only_constexprs(_kernel(s), names)
+    if hits:
+        name, line = hits[0]
+        return Verdict(ok=True, lines=[ln for _, ln in hits], reasons=[f"constexpr {name} is only a loop bound or mask limit (line {line}): one compile per value"])
+    return Verdict(ok=False, reasons=["no constexpr used only as a bound"])
+
+
+@predicate()
+def serial_prefix_loop(s: Subject) -> Verdict:
+    """A loop walks one element per iteration (no tl.arange block in it), adds each loaded value to a running total and stores the total every iteration: a prefix sum done serially."""
+    k = _kernel(s)
+    for lp in k.loops:
+        if lp.kind == "tl.static_range":
+            continue
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(c.name == "tl.arange" for c in inside):
+            continue
+        block = {v for v, o in k.origins.items() if o == "tl.arange"}
+        for var in lp.assigned:
+            if var == lp.target:
+                continue
+            adds = [e for e in k.accumulates.get(var, []) if e.startswith("add:")]
+            expr = k.assigns.get(var, (0, ""))[1]
+            self_add = bool(re.search(rf"\b{re.escape(var)}\s*\+|\+\s*{re.escape(var)}\b", expr))
+            if not (adds or self_add):
+                continue
+            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1 and re.search(rf"\b{re.escape(var)}\b", c.args[1])]
+            loads = [c for c in inside if c.name == "tl.load"]
+            if stores and loads and not (set(stores[0].depends_on) & block and "arange" in stores[0].args[0]):
+                return Verdict(ok=True, lines=[lp.line, stores[0].line],
+                               reasons=[f"loop at line {lp.line} adds one element to {var} and stores it each iteration (line {stores[0].line})"])
+    return Verdict(ok=False, reasons=["no loop storing a running total element by element"])
+
+
+@predicate()
+def softplus_form(s: Subject, *, guarded: bool) -> Verdict:
+    """log(1 + exp(x)) written inline, (guarded) inside a tl.where / clamp that returns x for large x, or (not guarded) bare: exp(x) overflows for x > 88 in fp32."""
+    k = _kernel(s)
+    hits = []
+    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store", "tl.where") for a in c.args]
+    seen_lines = set()
+    for line, text in texts:
+        if line in seen_lines:
+            continue
+        norm = text.replace(" ", "")
+        m_ = re.search(r"(log1p\((tl\.(math\.)?)?exp\(|log\(1(\.0?)?\+(tl\.(math\.)?)?exp\(|log2\(1(\.0?)?\+(tl\.(math\.)?)?exp2\()", norm)
+        if not m_:
+            continue
+        is_guarded = "where(" in norm or "minimum(" in norm or "maximum(" in norm
+        if is_guarded == guarded:
+            seen_lines.add(line)
+            hits.append(line)
+    if hits:
+        return Verdict(ok=True, lines=sorted(hits), reasons=[("guarded" if guarded else "unguarded") + f" softplus log(1 + exp(x)) (line {hits[0]})"])
+    return Verdict(ok=False, reasons=["no " + ("guarded" if guarded else "unguarded") + " log(1 + exp(x))"])
+
+
+@predicate()
+def short_constant_loop(s: Subject, *, max_trip: int = 16) -> Verdict:
+    """A `range` loop whose bounds are literals or tl.constexpr parameters (at most max_trip iterations when literal): it could be unrolled with tl.static_range."""
+    k = _kernel(s)
+    consts = set(k.constexprs) | {n for n in s.file.constants}
+    hits = []
+    for lp in k.loops:
+        if lp.kind not in ("range",) or not lp.args:
+            continue
+        names = set(re.findall(r"[A-Za-z_]\w*", " ".join(lp.args)))
+        if names - consts:
+            continue
+        try:
+            values = [int(eval(a, {"__builtins__": {}}, {})) for a in lp.args]  # noqa: S307 - literals only
+        except Exception:
+            values = None
+        if values is not None:
+            start, stop, step = (0, values[0], 1) if len(values) == 1 else (values[0], values[1], values[2] if len(values) > 2 else 1)
+            if step <= 0 or (stop - start) // step > max_trip:
+                continue
+        hits.append(lp)
+    if hits:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` has compile-time bounds (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no range loop with compile-time bounds"])
+
+
+@predicate()
+def masked_loop_loads(s: Subject) -> Verdict:
+    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile)."""
+    k = _kernel(s)
+    hits = []
+    for lp in k.loops:
+        if lp.kind == "tl.static_range":
+            continue
+        for c in k.calls:
+            if c.name != "tl.load" or c.via or not c.loops or c.loops[-1] != lp.line:
+                continue
+            mask = c.kwargs.get("mask", c.args[1] if len(c.args) > 1 else "")
+            if mask and lp.target and lp.target in _expand_names(k, mask, 2):
+                hits.append(c)
+    return _hit(hits, "masked tl.load whose mask moves with the loop index")
+
+
+@predicate()
+def indirect_offset_load(s: Subject) -> Verdict:
+    """A block load whose address adds a value the kernel loaded (a start offset, a page index, a token id): the compiler cannot prove its alignment."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = []
+    for c in k.calls_named("tl.load", "tl.store"):
+        if not c.args or c.via:
+            continue
+        names = _expand_names(k, c.args[0], 3)
+        if names & loaded and ("tl.arange" in c.args[0] or any(k.origins.get(n) == "tl.arange" for n in names)):
+            hits.append(c)
+    return _hit(hits, "block access at an offset loaded from memory")
+
+
+@predicate()
+def casts_loads(s: Subject, *, to: list[str] = ["tl.float32"]) -> Verdict:  # noqa: B006
+    """The kernel casts values it loads to `to` (`tl.load(p).to(tl.float32)`): it reads the stored dtype and converts in registers."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = []
+    for v, (line, text) in k.assigns.items():
+        m_ = re.search(r"\.to\(\s*([\w.]+)", text)
+        if m_ and m_.group(1) in to and ("load(" in text or v in loaded):
+            hits.append(line)
+    if hits:
+        return Verdict(ok=True, lines=sorted(hits), reasons=[f"loads cast to {'/'.join(to)} in the kernel (line {min(hits)})"])
+    return Verdict(ok=False, reasons=["no load cast in the kernel"])
+
+@predicate()
+def runtime_loop_bound(s: Subject) -> Verdict:
+    """A range loop's bound is a runtime (non-constexpr) parameter of the kernel: one compiled kernel serves every length."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    hits = [lp for lp in k.loops if lp.kind in ("range", "tl.range", "while")
+            and set(re.findall(r"[A-Za-z_]\w*", " ".join(lp.args[:2]) or lp.iter)) & runtime]
+    if hits:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` runs to a runtime length (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no loop bounded by a runtime parameter"])
+
+# ======================================================================================
+# end of the p14a block
+# ======================================================================================
+
 # --------------------------------------------------------------------------------------
 # p14b (issue #14): attention, linear attention, quantization, MoE. Structural
 # readings of index arithmetic: which address derives from which load, which
