@@ -63,7 +63,7 @@ def call_reference(spec: OpSpec, reference: Callable[..., Any], inputs: Inputs) 
 def modified_input(spec: OpSpec, before: Inputs, after: Inputs) -> tuple[str, tuple[int, ...]] | None:
     """The first input (not declared in-place) an implementation changed, and where."""
     for name, b in before.items():
-        if name in spec.inplace or not isinstance(b, torch.Tensor):
+        if name in spec.inplace or name in spec.scratch or not isinstance(b, torch.Tensor):
             continue
         a = after[name]
         same = (a == b) | (a.isnan() & b.isnan()) if b.is_floating_point() else a == b

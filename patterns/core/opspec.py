@@ -69,6 +69,9 @@ class OpSpec:
     # (the reference updates the same inputs of its own copy in place, so both sides
     # are compared after the call)
     outputs: tuple[str, ...] = ("out",)
+    # inputs the launcher may overwrite as working memory (split partials): neither
+    # compared nor reported as modified
+    scratch: tuple[str, ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2)
     partition: Partition | None = None
     # traffic and FLOP model for a shape and dtype: used for achieved bandwidth
