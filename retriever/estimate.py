@@ -61,9 +61,16 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
     size = LaunchSize()
     inputs = dict(inputs or {})
     launch = kernel.launches[0] if kernel.launches else None
-    env: dict = {**inputs, **shapes}
+    env: dict = {**shapes, **inputs}
     params = [p.name for p in kernel.params]
     if launch is not None:
+        # parameters the caller left at their defaults (cu_seqlens=None, scale=None, BLOCK=1024)
+        for name, expr in facts.host_defaults.get(launch.function, {}).items():
+            if name not in env:
+                try:
+                    env[name] = safe_eval(expr, {})
+                except Unknown:
+                    pass
         assigns = facts.host_assigns.get(launch.function, {})
         texts = [e for _, e in assigns.values()] + launch.args + list(launch.kwargs.values()) + [launch.grid]
         size.tensor_names = {m for t in texts for m in re.findall(r"\b([A-Za-z_]\w*)\.(?:shape|stride|size|numel|dim|view|reshape|dtype|device|contiguous|element_size)\b", t)}

@@ -378,3 +378,14 @@ def test_sarif_has_fingerprints_and_help_uri(tmp_path):
     p.write_text("# a comment\n" + p.read_text())
     moved = json.loads(_cli("suggest", p, "--format", "sarif", "--catalog-url", "https://example.org/catalog/").stdout)["runs"][0]
     assert [res["partialFingerprints"]["patternsKernelPattern/v1"] for res in moved["results"]] == prints
+
+
+def test_launcher_defaults_are_what_the_caller_gets():
+    """`def scale(x, BLOCK=65536)`: a caller who passes only x launches with BLOCK=65536."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ONE_D, "scale.py")
+    assert f.host_defaults["scale"] == {"BLOCK": "65536"}
+    a = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x4096:fp32"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 65536
+    assert a.numbers["bytes"] == 2 * 4096 * 4096 * 4  # x read and y (empty_like(x)) written, fp32
