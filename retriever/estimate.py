@@ -61,9 +61,16 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
     size = LaunchSize()
     inputs = dict(inputs or {})
     launch = kernel.launches[0] if kernel.launches else None
-    env: dict = {**inputs, **shapes}
+    env: dict = {**shapes, **inputs}
     params = [p.name for p in kernel.params]
     if launch is not None:
+        # parameters the caller left at their defaults (cu_seqlens=None, scale=None, BLOCK=1024)
+        for name, expr in facts.host_defaults.get(launch.function, {}).items():
+            if name not in env:
+                try:
+                    env[name] = safe_eval(expr, {})
+                except Unknown:
+                    pass
         assigns = facts.host_assigns.get(launch.function, {})
         texts = [e for _, e in assigns.values()] + launch.args + list(launch.kwargs.values()) + [launch.grid]
         size.tensor_names = {m for t in texts for m in re.findall(r"\b([A-Za-z_]\w*)\.(?:shape|stride|size|numel|dim|view|reshape|dtype|device|contiguous|element_size)\b", t)}
@@ -543,11 +550,32 @@ def estimate(
         ))
     for a in size.assumptions:
         found[0].rationale.append(a)
+    for w in truncations(kernel, size.binds):
+        found[0].rationale.append(w)
     primary, others = found[0], _dedupe(found[1:], found[0].cls)
     return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized)
 
 
 UNKNOWN_PREFIX = "bottleneck unknown: "
+
+
+def truncations(kernel: KernelFacts, binds: dict) -> list[str]:
+    """`cols = tl.arange(0, BLOCK); mask = cols < N` outside any loop, with BLOCK < N: the rest of the row is never read."""
+    out = []
+    for c in kernel.calls:
+        if c.name not in ("tl.load", "tl.store") or c.in_loop:
+            continue
+        mask = c.kwargs.get("mask", c.args[1] if len(c.args) > 1 else "")
+        for left, right in re.findall(r"\b([A-Za-z_]\w*)\s*<\s*([A-Za-z_]\w*)\b", mask if "<" in mask else kernel.assigns.get(mask.strip(), (0, ""))[1]):
+            expr = kernel.assigns.get(left, (0, ""))[1]
+            m = re.fullmatch(r"\s*tl\.arange\(\s*0\s*,\s*([A-Za-z_]\w*)\s*\)\s*", expr)
+            if not m or kernel.pid_deps.get(left):
+                continue  # offsets that move with the program cover the extent across the grid
+            block, extent = binds.get(m.group(1)), binds.get(right)
+            if isinstance(block, int) and isinstance(extent, int) and block < extent:
+                out.append(f"warning: {m.group(1)}={block} < {right}={extent} at line {c.line}: `{c.name}` with mask `{left} < {right}` "
+                           f"and no loop over the rest reads only the first {block} of {extent} elements")
+    return list(dict.fromkeys(out))
 
 
 def why_unsized(kernel: KernelFacts, size: LaunchSize, cost: BodyCost) -> str:

@@ -378,3 +378,48 @@ def test_sarif_has_fingerprints_and_help_uri(tmp_path):
     p.write_text("# a comment\n" + p.read_text())
     moved = json.loads(_cli("suggest", p, "--format", "sarif", "--catalog-url", "https://example.org/catalog/").stdout)["runs"][0]
     assert [res["partialFingerprints"]["patternsKernelPattern/v1"] for res in moved["results"]] == prints
+
+
+def test_launcher_defaults_are_what_the_caller_gets():
+    """`def scale(x, BLOCK=65536)`: a caller who passes only x launches with BLOCK=65536."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ONE_D, "scale.py")
+    assert f.host_defaults["scale"] == {"BLOCK": "65536"}
+    a = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x4096:fp32"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 65536
+    assert a.numbers["bytes"] == 2 * 4096 * 4096 * 4  # x read and y (empty_like(x)) written, fp32
+
+
+ROW = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def row_scale_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask)
+        tl.store(y_ptr + row * n_cols + cols, x * 2.0, mask=mask)
+
+
+    def row_scale(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        row_scale_kernel[(n_rows,)](x, y, n_cols, BLOCK=1024)
+        return y
+''')
+
+
+def test_block_smaller_than_the_row_warns():
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ROW, "row.py")
+    short = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
+    warn = [r for r in short.primary.rationale if r.startswith("warning:")]
+    assert len(warn) == 2 and "BLOCK=1024 < n_cols=4096 at line 11: `tl.load`" in warn[0]
+    fits = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x1000:bf16"]))
+    assert not [r for r in fits.primary.rationale if r.startswith("warning:")]

@@ -1722,6 +1722,13 @@ def nibble_unpack(s: Subject, *, in_dot_loop: bool | None = None) -> Verdict:
         if in_dot_loop is not None and inside != in_dot_loop:
             continue
         return Verdict(ok=True, lines=[line], reasons=[f"unpacks {v} = `{' '.join(e.split())[:50]}` (line {line})"])
+    # the unpacked value reassigned later (`b = (b >> s) & 0xF; b = (b - z) * scale`): the nibble
+    # shift table `(o_k % 2) * 4` (or % 8) that a tl.dot in a loop depends on
+    shifters = {v: line for v, (line, e) in k.assigns.items() if re.fullmatch(r"\(?\s*[\w\[\]:, ]+%\s*(2|8)\s*\)?\s*\*\s*4", e.strip())}
+    for c in k.calls:
+        if in_dot_loop is not False and c.name == "tl.dot" and c.loops and set(c.depends_on) & set(shifters):
+            v = sorted(set(c.depends_on) & set(shifters))[0]
+            return Verdict(ok=True, lines=[shifters[v], c.line], reasons=[f"tl.dot at line {c.line} uses nibbles shifted by {v} = `{k.assigns[v][1]}` (line {shifters[v]})"])
     return Verdict(ok=False, reasons=["no shift-and-mask unpacking of a loaded word" + (" in a tl.dot loop" if in_dot_loop else "")])
 
 
@@ -1746,13 +1753,13 @@ def group_absmax_scale(s: Subject) -> Verdict:
 
 @predicate()
 def topk_by_repeated_max(s: Subject) -> Verdict:
-    """A loop with no memory access that takes a max/argmax of a block and masks the winner out (`tl.where(idx == best, -inf, x)`): top-k selection in registers."""
+    """A loop that loads nothing and takes an argmax of a block and masks the winner out (`tl.where(idx == best, -inf, x)`): top-k selection in registers."""
     k = _kernel(s)
     for lp in k.loops:
         inside = [c for c in k.calls if lp.line in c.loops]
-        if any(c.name in ("tl.load", "tl.store") for c in inside):
-            continue
-        if any(c.name in ("tl.argmax", "tl.max") for c in inside) and any(c.name == "tl.where" for c in inside):
+        if any(c.name == "tl.load" for c in inside):
+            continue  # selection over values already in registers (storing each winner is fine)
+        if any(c.name in ("tl.argmax", "tl.argmin") for c in inside) and any(c.name == "tl.where" for c in inside):
             return Verdict(ok=True, lines=[lp.line], reasons=[f"top-k by repeated max in registers (loop at line {lp.line})"])
     return Verdict(ok=False, reasons=["no register loop of max-and-mask"])
 
