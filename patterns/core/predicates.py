@@ -1627,8 +1627,8 @@ def causal_mask(s: Subject) -> Verdict:
     return Verdict(ok=False, reasons=["no row-versus-column mask in a tl.dot loop"])
 
 
-def _pair_loads(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
-    """(first, second, base, index) for loads `P + i` and `P + i + 1` of one pointer: CSR row bounds."""
+def _raw_pair_loads(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
+    """(first, second, base, index) for loads `P + i` and `P + i + 1` of one pointer: CSR row bounds, (seq, chunk) pairs."""
     loads = [c for c in k.calls if c.name == "tl.load" and c.args]
     norm = {id(c): " ".join(c.args[0].split()) for c in loads}
     out = []
@@ -1643,6 +1643,12 @@ def _pair_loads(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
             t = norm[id(b)]
             if b is not a and t.replace(" ", "") in (f"{base}+{idx}+1".replace(" ", ""), f"{base}+({idx}+1)".replace(" ", "")):
                 out.append((a, b, base, idx))
+    return out
+
+
+def _segment_pairs(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
+    """The pair loads that are one segment's bounds."""
+    out = _raw_pair_loads(k)
     # bounds of one segment: a scalar index (no tl.arange behind it), and the two values used
     # together (eos - bos, range(bos, eos), a mask against both), not two neighbours of a vector
     keep = []
@@ -1667,7 +1673,7 @@ def offset_pair_load(s: Subject, *, index_addresses_dot_operand: bool | None = N
 
     index_addresses_dot_operand: the segment index itself (not only the bounds) addresses an operand loaded in a tl.dot loop, as a group's weight in a grouped GEMM."""
     k = _kernel(s)
-    pairs = _pair_loads(k)
+    pairs = _segment_pairs(k)
     if index_addresses_dot_operand is not None:
         loops = {lp.line for lp in _dot_loops(k)}
         keep = []
@@ -1702,11 +1708,13 @@ def gathered_access(
     in_loop: bool | None = None,
     index_loaded_in_loop: bool | None = None,
     vector_index: bool | None = None,
+    computed_value: bool | None = None,
 ) -> Verdict:
     """A load or store whose address derives from a value the kernel loaded from another pointer (a page table, slot mapping, sorted token ids): an indexed gather or scatter.
 
     index_loaded_in_loop: the index is loaded in the same loop as the access (per tile) or outside it;
-    vector_index: the index is a vector (its own address uses tl.arange), not one scalar per program."""
+    vector_index: the index is a vector (its own address uses tl.arange), not one scalar per program;
+    computed_value (stores): the stored value is computed in the kernel (arithmetic or math on loads), not a copy."""
     k = _kernel(s)
     index_loads = {}
     for c in k.calls:
@@ -1714,13 +1722,24 @@ def gathered_access(
             for v, (line, e) in k.assigns.items():
                 if line == c.line and "tl.load" in e:
                     index_loads.setdefault(v, c)
+    # values read from a segment or chunk table (cu_seqlens, chunk_indices) locate a whole segment, not one gathered row
+    pair_lines = {x.line for a, b, _, _ in _raw_pair_loads(k) for x in (a, b)}
+    index_loads = {v: c for v, c in index_loads.items() if c.line not in pair_lines}
     hits = []
     for c in k.calls:
         if c.name != f"tl.{op}" or not c.args or c.via:
             continue
         if in_loop is not None and c.in_loop != in_loop:
             continue
+        if computed_value is not None and op == "store":
+            value = c.args[1] if len(c.args) > 1 else c.kwargs.get("value", "")
+            value = k.assigns[value.strip()][1] if value.strip() in k.assigns else value
+            value = re.sub(r"\.to\([^()]*(\([^()]*\))?[^()]*\)", "", value)
+            if bool(re.search(r"\w\s*[-+*/]\s*\w|tl\.(exp2?|log2?|sqrt|rsqrt|sigmoid|fma|dot|sum|max)\b", value)) != computed_value:
+                continue
         names = _reach(k, c.args[0])
+        if "tl.arange" not in c.args[0] and not any("tl.arange" in k.assigns.get(n, (0, ""))[1] or k.origins.get(n) == "tl.arange" for n in names):
+            continue  # a scalar lookup (a table read through another table), not a tile gathered through one
         for v in sorted(names & set(index_loads)):
             src = index_loads[v]
             if src is c or src.args[0] == c.args[0]:
@@ -1752,6 +1771,13 @@ def nibble_unpack(s: Subject, *, in_dot_loop: bool | None = None) -> Verdict:
         if in_dot_loop is not None and inside != in_dot_loop:
             continue
         return Verdict(ok=True, lines=[line], reasons=[f"unpacks {v} = `{' '.join(e.split())[:50]}` (line {line})"])
+    # the unpacked value reassigned later (`b = (b >> s) & 0xF; b = (b - z) * scale`): the nibble
+    # shift table `(o_k % 2) * 4` (or % 8) that a tl.dot in a loop depends on
+    shifters = {v: line for v, (line, e) in k.assigns.items() if re.fullmatch(r"\(?\s*[\w\[\]:, ]+%\s*(2|8)\s*\)?\s*\*\s*4", e.strip())}
+    for c in k.calls:
+        if in_dot_loop is not False and c.name == "tl.dot" and c.loops and set(c.depends_on) & set(shifters):
+            v = sorted(set(c.depends_on) & set(shifters))[0]
+            return Verdict(ok=True, lines=[shifters[v], c.line], reasons=[f"tl.dot at line {c.line} uses nibbles shifted by {v} = `{k.assigns[v][1]}` (line {shifters[v]})"])
     return Verdict(ok=False, reasons=["no shift-and-mask unpacking of a loaded word" + (" in a tl.dot loop" if in_dot_loop else "")])
 
 
@@ -1776,13 +1802,13 @@ def group_absmax_scale(s: Subject) -> Verdict:
 
 @predicate()
 def topk_by_repeated_max(s: Subject) -> Verdict:
-    """A loop with no memory access that takes a max/argmax of a block and masks the winner out (`tl.where(idx == best, -inf, x)`): top-k selection in registers."""
+    """A loop that loads nothing and takes an argmax of a block and masks the winner out (`tl.where(idx == best, -inf, x)`): top-k selection in registers."""
     k = _kernel(s)
     for lp in k.loops:
         inside = [c for c in k.calls if lp.line in c.loops]
-        if any(c.name in ("tl.load", "tl.store") for c in inside):
-            continue
-        if any(c.name in ("tl.argmax", "tl.max") for c in inside) and any(c.name == "tl.where" for c in inside):
+        if any(c.name == "tl.load" for c in inside):
+            continue  # selection over values already in registers (storing each winner is fine)
+        if any(c.name in ("tl.argmax", "tl.argmin") for c in inside) and any(c.name == "tl.where" for c in inside):
             return Verdict(ok=True, lines=[lp.line], reasons=[f"top-k by repeated max in registers (loop at line {lp.line})"])
     return Verdict(ok=False, reasons=["no register loop of max-and-mask"])
 

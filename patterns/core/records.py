@@ -226,6 +226,8 @@ class SuggestReport(StrictModel):
     gpu: str
     shapes: dict[str, int] = Field(default_factory=dict)
     profile: str | None = None
+    triton: str | None = Field(None, description="the Triton version the version gates assumed (--triton, else the installed one)")
+    inputs: dict[str, str] = Field(default_factory=dict, description="--input tensors as given, NAME -> D0xD1:DTYPE")
     kernels: list[KernelReport]
 
 
