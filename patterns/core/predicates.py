@@ -1481,12 +1481,16 @@ def short_constant_loop(s: Subject, *, max_trip: int = 16) -> Verdict:
 
 
 @predicate()
-def masked_loop_loads(s: Subject) -> Verdict:
-    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile)."""
+def masked_loop_loads(s: Subject, *, bound: list[str] | None = None) -> Verdict:
+    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile); bound: only loops whose range names a runtime parameter matching these (model dimensions such as K, D, hidden, not token counts)."""
     k = _kernel(s)
+    # a constexpr bound already tells the compiler whether the tail exists: only runtime bounds count
+    params = {p.name for p in k.params if not p.constexpr}
     hits = []
     for lp in k.loops:
         if lp.kind == "tl.static_range":
+            continue
+        if bound is not None and not any(_matches_any(n, bound) for n in set(re.findall(r"[A-Za-z_]\w*", lp.iter)) & params):
             continue
         for c in k.calls:
             if c.name != "tl.load" or c.via or not c.loops or c.loops[-1] != lp.line:
