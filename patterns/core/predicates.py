@@ -1501,19 +1501,38 @@ def masked_loop_loads(s: Subject, *, bound: list[str] | None = None) -> Verdict:
     return _hit(hits, "masked tl.load whose mask moves with the loop index")
 
 
+def _add_terms(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _add_terms(node.left) + _add_terms(node.right)
+    return [node]
+
+
 @predicate()
 def indirect_offset_load(s: Subject) -> Verdict:
-    """A block load whose address adds a value the kernel loaded (a start offset, a page index, a token id): the compiler cannot prove its alignment."""
+    """A block load whose address adds, unscaled, an element offset the kernel loaded (`x + start + o` with start from cu_seqlens or an index table): nothing tells the compiler that offset is aligned, so the load cannot vectorise."""
     k = _kernel(s)
     loaded = set(k.loaded)
+
+    def lanes(text: str) -> bool:
+        reach = _expand_names(k, text, 6)
+        return "tl.arange" in text or any(k.origins.get(n) == "tl.arange" or "tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
     hits = []
     for c in k.calls_named("tl.load", "tl.store"):
         if not c.args or c.via:
             continue
-        names = _expand_names(k, c.args[0], 3)
-        if names & loaded and ("tl.arange" in c.args[0] or any(k.origins.get(n) == "tl.arange" for n in names)):
+        text = c.args[0].strip()
+        if re.fullmatch(r"\w+", text) and text in k.assigns:
+            text = k.assigns[text][1]
+        node = _parse(text)
+        if node is None or not lanes(text):
+            continue
+        terms = _add_terms(node)
+        # a bare loaded name (or a parenthesised sum containing one) added to the address
+        flat = [t for term in terms for t in _add_terms(term)]
+        if any(isinstance(t, ast.Name) and t.id in loaded and k.origins.get(t.id) == "tl.load" for t in flat):
             hits.append(c)
-    return _hit(hits, "block access at an offset loaded from memory")
+    return _hit(hits, "block access at an unscaled offset loaded from memory")
 
 
 @predicate()
