@@ -1575,6 +1575,23 @@ def optional_operand_flag(s: Subject) -> Verdict:
                 return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
     return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
 
+@predicate()
+def chunked_row_loop(s: Subject) -> Verdict:
+    """A loop walks a runtime length in steps of a tl.constexpr block (`range(0, D, BLOCK)`) and reduces what it loads there (tl.sum/max/min or `acc +=`): a row tiled in fixed-size chunks instead of one block the width of the row."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    consts = set(k.constexprs)
+    for lp in k.loops:
+        if lp.kind not in ("range", "tl.range") or len(lp.args) < 3:
+            continue
+        if not (set(re.findall(r"[A-Za-z_]\w*", lp.args[1])) & runtime) or not (set(re.findall(r"[A-Za-z_]\w*", lp.args[2])) & consts):
+            continue
+        inside = [c for c in k.calls if lp.line in c.loops]
+        reduces = any(c.name in _REDUCTIONS for c in inside) or any(v in k.accumulates for v in lp.assigned)
+        if reduces and any(c.name == "tl.load" for c in inside):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"loop `{lp.iter}` reduces the row in chunks (line {lp.line})"])
+    return Verdict(ok=False, reasons=["no loop reducing a row in constexpr-sized chunks"])
+
 # ======================================================================================
 # end of the p14a block
 # ======================================================================================
