@@ -1587,6 +1587,8 @@ def chunked_row_loop(s: Subject) -> Verdict:
         if not (set(re.findall(r"[A-Za-z_]\w*", lp.args[1])) & runtime) or not (set(re.findall(r"[A-Za-z_]\w*", lp.args[2])) & consts):
             continue
         inside = [c for c in k.calls if lp.line in c.loops]
+        if any(_called(c, ("tl.dot",)) for c in inside):
+            continue  # a GEMM's K loop, not a row
         reduces = any(c.name in _REDUCTIONS for c in inside) or any(v in k.accumulates for v in lp.assigned)
         if reduces and any(c.name == "tl.load" for c in inside):
             return Verdict(ok=True, lines=[lp.line], reasons=[f"loop `{lp.iter}` reduces the row in chunks (line {lp.line})"])
