@@ -1291,13 +1291,20 @@ def atomic_value(s: Subject, *, reduced: bool, scalar_address: bool = True) -> V
     for c in k.calls:
         if not c.name.startswith("tl.atomic_") or c.name == "tl.atomic_cas" or len(c.args) < 2:
             continue
-        addr = c.args[0]
-        addr_lanes = "tl.arange" in addr or bool(set(re.findall(r"\w+", addr)) & _expand_names(k, addr) & lanes) or bool(_expand_names(k, addr) & lanes)
+        # lanes that add nothing (`o * 0`, tl.zeros_like(o)) are the usual way to give a block value one address
+        addr = re.sub(r"\b\w+\s*\*\s*0\b|\btl\.zeros(_like)?\([^()]*\)|\bl?\w*\s*\*\s*0\b", "0", c.args[0])
+        def has_lanes(text: str) -> bool:
+            reach = _expand_names(k, text, depth=6)
+            return "tl.arange" in text or bool(reach & lanes) or any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
+        addr_lanes = has_lanes(addr)
         if scalar_address and addr_lanes:
             continue
         value = c.args[1]
         names = _expand_names(k, value, stop_at_reduction=True)
         is_reduced = any(r + "(" in value for r in _REDUCTIONS) or any(k.origins.get(n) in _REDUCTIONS for n in names)
+        if not is_reduced and not has_lanes(value):
+            continue  # a scalar (a count of 1, a flag): nothing to reduce
         if is_reduced == reduced:
             hits.append(c)
     what = "atomic of a block reduction" if reduced else "atomic of an unreduced block"
@@ -1383,11 +1390,14 @@ def residual_add_stored(s: Subject) -> Verdict:
 _EXP = [r"(.*[._])?(exp|exp2|expf|fast_expf|exp2f)"]
 
 
-def _shift_of(k: KernelFacts, arg: str) -> bool:
-    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one."""
+def _shift_of(k: KernelFacts, arg: str, depth: int = 2) -> bool:
+    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one
+    (a bare name is followed to its assignment: `d = x - m; exp(d)`)."""
     node = _parse(arg)
     if node is None:
         return False
+    if isinstance(node, ast.Name) and node.id in k.assigns and depth > 0:
+        return _shift_of(k, k.assigns[node.id][1], depth - 1)
     for sub in ast.walk(node):
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub):
             right = ast.unparse(sub.right)
@@ -1399,9 +1409,24 @@ def _shift_of(k: KernelFacts, arg: str) -> bool:
     return False
 
 
+def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
+    """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
+    made = [v for v, (ln, _) in k.assigns.items() if ln == line]
+    texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    for v in made:
+        of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
+        sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
+        sums |= {w for w, exprs in k.accumulates.items() if any(re.search(of_v, e) for e in exprs)}
+        for t in texts:
+            for d in [of_v, *(rf"\b{re.escape(w)}\b" for w in sums)]:
+                if re.search(rf"/\s*\(?\s*{d}", t) or re.search(rf"log2?\(\s*{d}", t):
+                    return True
+    return False
+
+
 @predicate()
-def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
-    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads."""
+def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True, normalised: bool = False) -> Verdict:
+    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads; normalised: only exps divided by (or logged through) their own tl.sum, as in a softmax."""
     k = _kernel(s)
     loaded = set(k.loaded)
     hits = []
@@ -1409,6 +1434,8 @@ def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
         if not _call_matches(c, _EXP) or not c.args:
             continue
         if of_loaded and not (set(c.depends_on) & loaded or "load(" in c.args[0]):
+            continue
+        if normalised and not _normalised_by_sum(k, c.line):
             continue
         if _shift_of(k, c.args[0]) == shifted:
             hits.append(c)
@@ -1484,15 +1511,21 @@ def serial_prefix_loop(s: Subject) -> Verdict:
         if any(c.name == "tl.arange" for c in inside):
             continue
         block = {v for v, o in k.origins.items() if o == "tl.arange"}
+        if any(c.name == "tl.load" and c.args and (_expand_names(k, c.args[0], 6) & block or "tl.arange" in c.args[0]) for c in inside):
+            continue  # vector loads: each iteration already works on a block (a row loop)
         for var in lp.assigned:
             if var == lp.target:
                 continue
             adds = [e for e in k.accumulates.get(var, []) if e.startswith("add:")]
             expr = k.assigns.get(var, (0, ""))[1]
-            self_add = bool(re.search(rf"\b{re.escape(var)}\s*\+|\+\s*{re.escape(var)}\b", expr))
-            if not (adds or self_add):
-                continue
-            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1 and re.search(rf"\b{re.escape(var)}\b", c.args[1])]
+            v = re.escape(var)
+            self_add = bool(re.search(rf"\b{v}\s*\+|\+\s*{v}\b", expr))
+            scaled = re.search(rf"\*\s*{v}\b|\b{v}\s*\*", expr) or "multiply" in {e.partition(":")[0] for e in k.accumulates.get(var, [])}
+            if not (adds or self_add) or scaled:
+                continue  # a decayed state (h = a * h + x) is a recurrence, not a prefix sum
+            # the running total itself is stored, not something computed from it
+            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1
+                      and re.fullmatch(rf"{v}(\.to\(.*\))?", c.args[1].strip())]
             loads = [c for c in inside if c.name == "tl.load"]
             if stores and loads and not (set(stores[0].depends_on) & block and "arange" in stores[0].args[0]):
                 return Verdict(ok=True, lines=[lp.line, stores[0].line],
@@ -1505,13 +1538,14 @@ def softplus_form(s: Subject, *, guarded: bool) -> Verdict:
     """log(1 + exp(x)) written inline, (guarded) inside a tl.where / clamp that returns x for large x, or (not guarded) bare: exp(x) overflows for x > 88 in fp32."""
     k = _kernel(s)
     hits = []
-    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store", "tl.where") for a in c.args]
+    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store") for a in c.args]
     seen_lines = set()
     for line, text in texts:
         if line in seen_lines:
             continue
         norm = text.replace(" ", "")
-        m_ = re.search(r"(log1p\((tl\.(math\.)?)?exp\(|log\(1(\.0?)?\+(tl\.(math\.)?)?exp\(|log2\(1(\.0?)?\+(tl\.(math\.)?)?exp2\()", norm)
+        # log(1 + exp(x)), log(exp(x) + 1), log1p(exp(x)), log2(1 + exp2(x))
+        m_ = re.search(r"log(1p|2)?\((1(\.0?)?\+)?(tl\.(math\.)?)?exp2?\(", norm)
         if not m_:
             continue
         is_guarded = "where(" in norm or "minimum(" in norm or "maximum(" in norm
@@ -1605,6 +1639,21 @@ def runtime_loop_bound(s: Subject) -> Verdict:
     if hits:
         return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` runs to a runtime length (line {hits[0].line})"])
     return Verdict(ok=False, reasons=["no loop bounded by a runtime parameter"])
+
+@predicate()
+def optional_operand_flag(s: Subject) -> Verdict:
+    """A tl.constexpr flag set from whether an operand is given (`HAS_BIAS=bias is not None` at the launch, or in @triton.heuristics): the kernel is compiled with and without the operand."""
+    k = _kernel(s)
+    none_test = re.compile(r"\bis\s+(not\s+)?None\b")
+    for name, text in k.heuristics.items():
+        if none_test.search(text):
+            return Verdict(ok=True, lines=[k.line], reasons=[f"@triton.heuristics sets {name} from `{' '.join(text.split())[:50]}`"])
+    constexprs = set(k.constexprs)
+    for la in k.launches:
+        for _pos, name, text in _launch_sources(s, la):
+            if name in constexprs and none_test.search(text):
+                return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
+    return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
 
 # ======================================================================================
 # end of the p14a block
