@@ -123,6 +123,11 @@ def _hit(calls: list[CallSite], what: str, min_count: int = 1) -> Verdict:
 
 def readable(patterns: list[str]) -> str:
     """Regular expressions of a condition as a reader would say them: `(.*\\.)?(exp|exp2)` -> exp/exp2."""
+    return _readable(tuple(patterns))
+
+
+@lru_cache(maxsize=4096)
+def _readable(patterns: tuple[str, ...]) -> str:
     out: list[str] = []
     for p in patterns:
         p = p.replace("(?i)", "")
@@ -159,7 +164,24 @@ def _kernel(s: Subject) -> KernelFacts:
 
 
 def _matches_any(value: str, patterns: list[str]) -> bool:
-    return any(p.fullmatch(value) for p in _compiled(tuple(patterns)))
+    return _combined(tuple(patterns)).fullmatch(value) is not None
+
+
+@lru_cache(maxsize=None)
+def _combined(patterns: tuple[str, ...]) -> re.Pattern:
+    """One alternation for a list of patterns: a single regex pass per value (a leading (?i) kept scoped)."""
+    parts = [f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in patterns]
+    try:
+        return re.compile("|".join(parts))
+    except re.error:  # a pattern with flags elsewhere: match them one by one
+        compiled = _compiled(patterns)
+
+        class _Any:
+            @staticmethod
+            def fullmatch(value: str):
+                return next((m for p in compiled if (m := p.fullmatch(value))), None)
+
+        return _Any()  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=None)
@@ -462,10 +484,11 @@ def autotuned(s: Subject, *, min_configs: int = 1, keyed: bool | None = None) ->
 
 
 @predicate()
-def heuristics(s: Subject, *, names: list[str] | None = None) -> Verdict:
-    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions)."""
+def heuristics(s: Subject, *, names: list[str] | None = None, values: list[str] | None = None) -> Verdict:
+    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions; `values`: whose derivation contains a match, e.g. `is not None`)."""
     k = _kernel(s)
-    keys = [h for h in k.heuristics if names is None or _matches_any(h, names)]
+    keys = [h for h, text in k.heuristics.items() if (names is None or _matches_any(h, names))
+            and (values is None or any(p.search(text) for p in _compiled(tuple(values))))]
     return Verdict(ok=bool(keys), lines=[k.line] if keys else [], reasons=[f"@triton.heuristics for {', '.join(keys)}" if keys else "no matching @triton.heuristics"])
 
 
@@ -1087,6 +1110,86 @@ def modulo_indexed_load(s: Subject) -> Verdict:
             hits.append(c)
     return _hit(hits, "tl.load indexed modulo a program-independent size")
 
+
+# --------------------------------------------------------------------------------------
+# technique features (mined by patterns.distill.techniques; any pattern may use them)
+# --------------------------------------------------------------------------------------
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _closure(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """Names an expression derives from, through the kernel's (last) assignments."""
+    seen: set[str] = set()
+    frontier = set(_IDENT.findall(text))
+    for _ in range(depth):
+        nxt: set[str] = set()
+        for n in frontier - seen:
+            seen.add(n)
+            if n in k.assigns:
+                nxt |= set(_IDENT.findall(k.assigns[n][1]))
+        frontier = nxt
+    return seen | frontier
+
+
+@predicate()
+def calls_with_arg(s: Subject, *, name: list[str], arg: list[str], min_count: int = 1) -> Verdict:
+    """Kernel calls a function matching `name` (regular expressions) with a positional or keyword argument whose text contains a match of `arg` (regular expressions), e.g. `.to(tl.int64)`."""
+    rx = _compiled(tuple(arg))
+    hits = [c for c in _kernel(s).calls if _call_matches(c, name)
+            and any(p.search(a) for a in [*c.args, *c.kwargs.values()] for p in rx)]
+    return _hit(hits, f"call {readable(name)} with argument {readable(arg)}", min_count)
+
+
+@predicate()
+def indirect_load(s: Subject, *, index: list[str], min_count: int = 1) -> Verdict:
+    """A tl.load/tl.store whose address derives from values loaded out of an index table (a parameter matching `index`, regular expressions): a gather through block tables, token maps or sorted ids."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    # loaded variables whose own load reads the index table
+    idx_vars = {v for v in loaded if v in k.assigns and "load" in k.assigns[v][1]
+                and any(_matches_any(n, index) for n in _closure(k, k.assigns[v][1]) if k.param(n) is not None)}
+    hits = []
+    for c in k.calls_named("tl.load", "tl.store"):
+        ptr = c.args[0] if c.args else c.kwargs.get("pointer", "")
+        if ptr and _closure(k, ptr) & idx_vars:
+            hits.append(c)
+    return _hit(hits, f"load/store addressed through values read from {readable(index)}", min_count)
+
+
+@predicate()
+def kernel_named(s: Subject, *, names: list[str], docstring: bool = False) -> Verdict:
+    """The kernel's name (or, with docstring, its docstring) contains a match of one of `names` (regular expressions): what upstream calls the technique."""
+    k = _kernel(s)
+    text = k.docstring if docstring else k.name
+    m = next((p.search(text) for p in _compiled(tuple(names)) if p.search(text)), None)
+    where = "docstring" if docstring else "name"
+    if m:
+        return Verdict(ok=True, lines=[k.line], reasons=[f"kernel {where} mentions '{m.group(0)[:40]}' (line {k.line})"])
+    return Verdict(ok=False, reasons=[f"kernel {where} does not mention {readable(names)}"])
+
+
+@predicate(scope="file")
+def dispatch_table(s: Subject, *, keys: list[str] | None = None, min_entries: int = 2) -> Verdict:
+    """A module-level dict maps at least min_entries keys (their text matching `keys`, regular expressions, when given) to functions or kernels: implementations chosen by a table, not an if-chain."""
+    f = s.file
+    callables = set(f.host_functions) | {k.name for k in f.kernels} | set(f.imports)
+    for name, text in f.constants.items():
+        if not text.lstrip().startswith("{") or len(text) > 20_000:
+            continue
+        node = _parse(text)
+        if not isinstance(node, ast.Dict):
+            continue
+        pairs = []
+        for kn, vn in zip(node.keys, node.values):
+            if kn is None:
+                continue
+            target = vn.id if isinstance(vn, ast.Name) else (ast.unparse(vn).split(".")[0] if isinstance(vn, ast.Attribute) else "")
+            if target in callables and (keys is None or any(p.search(ast.unparse(kn)) for p in _compiled(tuple(keys)))):
+                pairs.append(ast.unparse(kn))
+        if len(pairs) >= min_entries:
+            return Verdict(ok=True, reasons=[f"dispatch table {name}: {len(pairs)} keys ({', '.join(pairs[:3])[:60]}) map to functions"])
+    return Verdict(ok=False, reasons=["no module-level table of functions"])
 
 # ======================================================================================
 # p14a block (issue #14: memory/layout, reductions, fusion, launch, numerics patterns).
@@ -1873,3 +1976,24 @@ def state_in_out(s: Subject) -> Verdict:
                 return Verdict(ok=True, lines=[stores_out[0].line],
                                reasons=[f"state {var} starts from a load and is stored after the loop at line {lp.line} (line {stores_out[0].line})"])
     return Verdict(ok=False, reasons=["the recurrent state neither starts from memory nor is stored after the loop"])
+
+
+@predicate()
+def partial_row_stats(s: Subject) -> Verdict:
+    """A running max and a sum of exponentials are stored as partials, at an address over two program axes (row and split): a split reduction waiting for a merge."""
+    k = _kernel(s)
+    maxes = {v for v, (_, e) in k.assigns.items() if "tl.max(" in e}
+    sums = {v for v, (_, e) in k.assigns.items() if "tl.sum(" in e and ("exp" in e or "exp" in _expanded(k, e, 1))}
+
+    def split_store(names: set[str]) -> CallSite | None:
+        for c in k.calls:
+            if c.name == "tl.store" and len(c.args) >= 2 and c.args[1].strip() in names:
+                axes = {a for n in _reach(k, c.args[0]) for a in k.pid_deps.get(n, [])}
+                if len(axes) >= 2:
+                    return c
+        return None
+
+    a, b = split_store(maxes), split_store(sums)
+    if a and b:
+        return Verdict(ok=True, lines=sorted({a.line, b.line}), reasons=[f"partial max and sum-exp stored per (row, split) (lines {a.line}, {b.line})"])
+    return Verdict(ok=False, reasons=["no partial max and sum-exp stored per program pair"])
