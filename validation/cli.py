@@ -32,8 +32,11 @@ def validate_command(
     device: Annotated[str, typer.Option(help="auto, cpu (Triton interpreter) or cuda")] = "auto",
     format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
     pattern: Annotated[str | None, typer.Option("--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule")] = None,
+    gate: Callable[..., EvidenceBundle] | None = None,
 ) -> None:
-    """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
+    """Compare a candidate with the op's baseline and reference; write an evidence bundle.
+
+    `gate`: run_gate's stand-in where the gate runs elsewhere (`patterns validate --ray`: a Ray task)."""
     from patterns.core.library import LibraryError
 
     err = Console(stderr=True)
@@ -41,7 +44,7 @@ def validate_command(
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
     try:
         with err.status(f"validating {op}…") as status:
-            bundle = run_gate(op, candidate, out=out, device=device, pattern=pattern, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
+            bundle = (gate or run_gate)(op, candidate, out=out, device=device, pattern=pattern, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
     except (OpError, LibraryError) as e:
         _bad_input(err, str(e))
     console = Console()
