@@ -24,8 +24,8 @@ err_console = Console(stderr=True)
 
 
 def agent_command(
-    targets: list[str] = typer.Argument(..., metavar="TARGET", help="ops (kda_decode), kernels/<op> folders or kernel files; several run in turn, or side by side with --ray"),
-    op: Optional[str] = typer.Option(None, "--op", help="the op TARGET implements, when its path does not say"),
+    targets: list[str] = typer.Argument(..., metavar="TARGET", help="ops (kda_decode), spec.py files (patterns spec init) or folders with one, kernels/<op> folders or kernel files; several run in turn, or side by side with --ray"),
+    op: Optional[str] = typer.Option(None, "--op", help="the op TARGET implements (a name or a spec.py), when its path does not say"),
     max_steps: int = typer.Option(8, "--max-steps", min=1, help="attempts (rewrite + gate) at most, per target"),
     review: str = typer.Option("queue", "--review", help="queue (leave items for `patterns review`) or interactive (ask here)"),
     auto_merge_exact: bool = typer.Option(False, "--auto-merge-exact", help="merge exact (bit-identical) codemod rewrites that pass the gate without asking"),
@@ -79,7 +79,8 @@ def agent_command(
                 progress.start()
 
         for agent in agents:
-            name = agent.cfg.op if len(agents) == 1 else f"{agent.cfg.op} ({agent.cfg.target.name})"
+            # a user's op: its spec's name, not the path
+            name = agent.name if len(agents) == 1 else f"{agent.name} ({agent.cfg.target.name})"
             task = progress.add_task(f"{name}: starting", total=None)
             agent.ask = ask
             agent.say = (lambda line: say(line)) if len(agents) == 1 else (lambda line, name=name: say(f"{name}: {line}"))
@@ -93,7 +94,7 @@ def agent_command(
             bar = progress.add_task("Ray tasks", total=None)
             results = Fanout(agents, resource, say=say, progress=lambda done, total: progress.update(bar, completed=done, total=total)).run()
     for agent, result in zip(agents, results):
-        console.print(_trail_table(f"{agent.cfg.op}: run {result.run}" + (" (resumed)" if result.resumed else ""), result.attempts))
+        console.print(_trail_table(f"{agent.name}: run {result.run}" + (" (resumed)" if result.resumed else ""), result.attempts))
         for item in result.reviews:
             console.print(f"review item [bold]{item.id}[/]: {escape(item.pattern_id)} ({item.safety.value}) — {item.status}; `patterns review show {item.id}`")
         console.print(f"[dim]{escape(result.finish)}[/]")
@@ -151,7 +152,7 @@ def _store():
 @review_app.command("list")
 def review_list(
     status: str = typer.Option("pending", "--status", help="pending, accepted, rejected or all"),
-    op: Optional[str] = typer.Option(None, "--op", help="only this op"),
+    op: Optional[str] = typer.Option(None, "--op", help="only this op (a name, or a spec.py or its folder)"),
     format: str = typer.Option("table", "--format", help="table or json"),
 ) -> None:
     """Review items, newest last."""
@@ -234,12 +235,16 @@ def review_accept(
     """Merge the candidate into its target, make it live in the serving registry and record the measurement."""
     store = _store()
     item, m = store.accept(item_id, by=_who(by), note=note)
-    console.print(f"accepted {item.id}: merged into {escape(item.target)}; {item.op} v{item.registry_version} is live")
+    from patterns.core.user_evidence import describe
+
+    live = f"; {item.op} v{item.registry_version} is live" if item.registry_version is not None else ""
+    console.print(f"accepted {item.id}: merged into {escape(item.target)}{live}", highlight=False, soft_wrap=True)
     if m is not None:
-        console.print(f"{escape(item.pattern_id)} evidence: {m.metric} {m.ratio:g} on {escape(m.hardware)} ({escape(m.shapes)})", highlight=False)
+        where = "the library's pattern.yaml" if store.in_library(item) else "your evidence store"
+        console.print(f"{escape(item.pattern_id)} evidence ({where}): {escape(describe(m))} ({escape(m.shapes)})", highlight=False, soft_wrap=True)
     else:
         console.print("no measurement recorded: the bundle has no speed ratio and no error ratio that can be formed", highlight=False)
-    if end_to_end:
+    if end_to_end and item.registry_version is not None:
         _judge_end_to_end(store, item)
 
 

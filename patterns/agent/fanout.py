@@ -169,7 +169,7 @@ def gate_task(request: dict[str, Any]) -> dict[str, Any]:
             if request.get("candidate"):
                 candidate = _local(request["candidate"], request["candidate_text"], request["sha256"], Path(tmp))
                 moved[str(candidate)] = request["candidate"]
-            bundle = validate(spec, candidate, device=device, max_cost=request["max_cost"])
+            bundle = validate(spec, candidate, device=device, max_cost=request["max_cost"], timeout=request.get("timeout"))
         except OpError as exc:
             return {"layer": "import", "reason": str(exc), "worker": worker}
     back = {k: moved[getattr(bundle, k)] for k in ("candidate", "baseline") if getattr(bundle, k) in moved}
@@ -289,7 +289,7 @@ class Fanout:
             reason = str(exc).strip().splitlines()[0]
             if task.tries <= self.retries:
                 agent.journal.append("retry", {"key": list(call.key), "sha256": call.sha256, "try": task.tries, "reason": reason})
-                self.say(f"{agent.cfg.op}: the worker validating {call.pattern_id} died ({reason}); trying again")
+                self.say(f"{agent.name}: the worker validating {call.pattern_id} died ({reason}); trying again")
                 self._submit(_Task(task.target, call, task.tries + 1, task.ahead))
                 return None
             value = {"layer": "worker", "reason": f"the worker validating it died {task.tries} times (last: {reason})", "worker": {}}
@@ -315,7 +315,8 @@ class Fanout:
 
 
 def validate_remote(op: str, candidate: Path | None, *, out: Path | None, device: str = "auto", pattern: str | None = None,
-                    on_stage: Callable[[str], None] | None = None, address: str = "local", resource: str | None = None):
+                    on_stage: Callable[[str], None] | None = None, timeout: float | None = None, address: str = "local",
+                    resource: str | None = None):
     """`patterns validate ... --ray`: the gate as one Ray task; the bundle written here (run_gate's signature)."""
     from patterns.core.library import get
     from patterns.core.ops import OpError
@@ -326,7 +327,7 @@ def validate_remote(op: str, candidate: Path | None, *, out: Path | None, device
     connect(address)
     device = cluster_device(device, res)
     op = str(Path(op).resolve()) if Path(op).exists() else op  # a spec path, as every worker sees it
-    request = {"op": op, "device": device, "max_cost": get(pattern).pattern.max_cost if pattern else 1.0}
+    request = {"op": op, "device": device, "max_cost": get(pattern).pattern.max_cost if pattern else 1.0, "timeout": timeout}
     if candidate is not None:
         if not Path(candidate).is_file():
             raise OpError(f"{candidate}: no such candidate file")

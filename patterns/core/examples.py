@@ -74,13 +74,17 @@ def nan_filled_empty(fill: float = float("nan")):
     torch.empty = lambda *a, **k: poison(originals["empty"](*a, **k))
     torch.empty_like = lambda *a, **k: poison(originals["empty_like"](*a, **k))
     torch.empty_strided = lambda *a, **k: poison(originals["empty_strided"](*a, **k))
+    own = "new_empty" in vars(torch.Tensor)  # else inherited from the C base class: removed again after
     torch.Tensor.new_empty = lambda self, *a, **k: poison(tensor_new_empty(self, *a, **k))
     try:
         yield
     finally:
         torch.empty, torch.empty_like = originals["empty"], originals["empty_like"]
         torch.empty_strided = originals["empty_strided"]
-        torch.Tensor.new_empty = tensor_new_empty
+        if own:
+            torch.Tensor.new_empty = tensor_new_empty
+        else:
+            del torch.Tensor.new_empty
 
 
 def _as_tuple(x: Any) -> tuple:

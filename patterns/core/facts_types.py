@@ -199,6 +199,9 @@ class FileFacts(_Facts):
     host_assigns: dict[str, dict[str, tuple[int, str]]] = Field(
         default_factory=dict, description="host function -> local variable -> (line, last assigned expression)"
     )
+    host_defaults: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="host function -> parameter -> default value's source (what a caller gets by not passing it)"
+    )
     module_calls: list[CallSite] = Field(
         default_factory=list, description="calls at module or class level, outside functions (library handles made at import)"
     )

@@ -226,6 +226,8 @@ class SuggestReport(StrictModel):
     gpu: str
     shapes: dict[str, int] = Field(default_factory=dict)
     profile: str | None = None
+    triton: str | None = Field(None, description="the Triton version the version gates assumed (--triton, else the installed one)")
+    inputs: dict[str, str] = Field(default_factory=dict, description="--input tensors as given, NAME -> D0xD1:DTYPE")
     kernels: list[KernelReport]
 
 
@@ -287,6 +289,7 @@ class ReviewItem(StrictModel):
 
     id: str = Field(pattern=r"^[a-z0-9_]+-[0-9a-f]{10}$")
     op: str
+    spec: str = Field("", description="the spec.py of a user's op (patterns spec init); empty for an op of kernels/")
     run: str
     target: str = Field(description="file the change merges into (kernels/<op>/baseline.py by default)")
     target_sha256: str = Field(description="the target's sha256 when the candidate was made; accept refuses if it changed")
