@@ -21,7 +21,8 @@ driver writes it into the target's run folder and journals it. So:
   rewrites still queued), round-robin over the targets. The loop still takes
   each outcome in its own order, so the attempts, verdicts and review items are
   those of the plain run; a lookahead result the loop never reaches (a merge or
-  --max-steps ended it) stays in the journal as `validated` only.
+  --max-steps ended it) stays in the journal as `validated` only, and tasks
+  still running when a target's run ends are cancelled.
 - **Faults.** A worker that dies mid-validation (killed, out of memory, node
   lost) is journaled as `retry` and the task submitted again, at most
   `RETRIES` times; after that the attempt is `invalid` at layer "worker". A
@@ -222,6 +223,10 @@ class Fanout:
             except StopIteration as stop:
                 results[i] = stop.value
                 self._waiting.pop(i, None)
+                # the run ended (a merge, --max-steps) before using what was validated ahead: free those workers
+                for ref in [r for r, t in self._inflight.items() if t.target == i]:
+                    ray.cancel(ref, force=True)
+                    del self._inflight[ref]
                 return
             self._waiting[i] = call
             if not any(t.target == i and t.call.sha256 == call.sha256 and t.call.key == call.key for t in self._inflight.values()):

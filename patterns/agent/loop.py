@@ -288,6 +288,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     from patterns.retriever.retrieve import suggest
 
     dtype, overrides = _dtypes(spec)
+    # the spec's shapes also name what only its input maker uses (PAGE, L_MIN): not refused, dropped (strict_names)
     shapes = [dict(s) for s in (spec.gpu_shapes or spec.shapes)]
     profile, profile_note = cfg.profile, ""
     if profile is None and cfg.op == spec.name:  # an op of kernels/: the checkout may hold its GPU evidence
@@ -300,13 +301,15 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     for shape in shapes:
         label = ", ".join(f"{k}={shape[k]}" for k in varying)
         try:
-            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000, chroma_url=cfg.chroma_url)
+            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000, chroma_url=cfg.chroma_url,
+                             strict_names=False)
         except ProfileError as exc:
             if cfg.profile is not None:
                 raise AgentError(str(exc)) from None
             profile_note = f"evidence not used: {exc}"
             profile = None
-            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, top=1000, chroma_url=cfg.chroma_url)
+            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, top=1000, chroma_url=cfg.chroma_url,
+                             strict_names=False)
         for k in report.kernels:
             analysis.append({"shape": shape, "kernel": k.kernel, "bottleneck": k.bottleneck.model_dump(mode="json"),
                              "others": [b.cls.value for b in k.other_bottlenecks]})
