@@ -486,9 +486,23 @@ def apply_cmd(
 # distilling upstream code (patterns.distill)
 # --------------------------------------------------------------------------------------
 
-from patterns.distill.cli import distill_command  # noqa: E402
+from patterns.distill.cli import distill_command, drafts_app  # noqa: E402
 
 app.command("distill")(distill_command)
+app.add_typer(drafts_app, name="drafts")
+
+
+@drafts_app.command("promote")
+def drafts_promote(draft_id: str = typer.Argument(..., metavar="ID"), drafts: Optional[Path] = typer.Option(None, "--drafts", help="drafts folder (default: the user data directory)"),
+                   library: Optional[Path] = typer.Option(None, "--library", help="library folder (default: the bundled one)")) -> None:
+    """Move a reviewed draft into the library, once its prose and runnable examples exist and the checks pass."""
+    from patterns.distill.drafts import drafts_dir, promote
+    from patterns.core.library import library_dir
+    from patterns.rewriter import REWRITES
+
+    target = promote(drafts_dir(drafts), draft_id, library or library_dir(), rewrites=REWRITES)
+    console.print(f"promoted {draft_id} to {target}")
+
 
 
 # --------------------------------------------------------------------------------------
