@@ -37,10 +37,12 @@ def _child(args: argparse.Namespace) -> None:
     result = distill(args.sources, entries, FactsCache(root=Path(args.facts)), jobs=args.jobs)
     seconds = time.perf_counter() - t
     r = result.report
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    self_kb, kids_kb = me.ru_maxrss, kids.ru_maxrss
     print(json.dumps({
         "seconds": seconds, "self_mb": self_kb / 1024, "workers_mb": kids_kb / 1024,
+        # CPU time of this process and its workers: what the run costs whatever else the machine runs
+        "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
         "files": sum(p.files_scanned for p in r.projects), "extracted": sum(p.files_extracted for p in r.projects),
         "cached": r.cache_hits, "kernels": sum(p.kernels for p in r.projects), "native": sum(p.native_functions for p in r.projects),
         "hits": len(result.detections.hits), "drafts": len(result.drafts),
@@ -126,10 +128,10 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(facts, ignore_errors=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     table = Table(title=f"patterns distill: {', '.join(REQUIREMENTS)} ({os.cpu_count()} cores, {args.jobs} jobs, load {load:.1f})", title_justify="left")
-    for col in ("run", "wall s", "peak RSS MB (main + worker)", "files", "extracted", "from cache", "kernels", "native fns", "locations", "drafts"):
+    for col in ("run", "wall s", "CPU s", "peak RSS MB (main + worker)", "files", "extracted", "from cache", "kernels", "native fns", "locations", "drafts"):
         table.add_column(col, justify="right" if col != "run" else "left")
     for label, wall, d in rows:
-        table.add_row(label, f"{wall:.1f}", f"{d['self_mb']:.0f} + {d['workers_mb']:.0f} = {d['self_mb'] + d['workers_mb']:.0f}", str(d["files"]),
+        table.add_row(label, f"{wall:.1f}", f"{d['cpu_s']:.1f}", f"{d['self_mb']:.0f} + {d['workers_mb']:.0f} = {d['self_mb'] + d['workers_mb']:.0f}", str(d["files"]),
                       str(d["extracted"]), str(d["cached"]), str(d["kernels"]), str(d["native"]), str(d["hits"]), str(d["drafts"]))
     console.print(table)
     for label, wall, d in rows:
