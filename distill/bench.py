@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--facts-dir", default=None, help="facts cache to use (emptied first) and keep afterwards; default: a temporary one")
     ap.add_argument("--runs", default="cold,warm", help="runs in order, e.g. 'cold,warm' or 'warm,warm' (keeps --facts-dir)")
     ap.add_argument("--detections", default=None, metavar="FILE.md", help="write the table of upstream locations per pattern and project (Markdown)")
+    ap.add_argument("--json", default=None, metavar="FILE.json", help="also write the runs (wall, CPU, memory, counts, machine load) as JSON")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--facts", default=None, help=argparse.SUPPRESS)
     ap.add_argument("sources", nargs="*", help=argparse.SUPPRESS)
@@ -139,6 +140,16 @@ def main(argv: list[str] | None = None) -> None:
         peak = d["self_mb"] + d["workers_mb"]
         ok = wall < limit and peak < 2048
         console.print(f"{label}: {wall:.1f} s (target < {limit:.0f} s), peak {peak:.0f} MB (target < 2048 MB): {'OK' if ok else 'OVER'}")
+    if args.json and rows:
+        from patterns.core.files import write_atomic
+
+        write_atomic(Path(args.json), json.dumps({
+            "requirements": REQUIREMENTS, "cores": os.cpu_count(), "jobs": args.jobs, "load_average_1min": load,
+            "targets": {"cold_s": 60, "warm_s": 5, "peak_mb": 2048},
+            "runs": [{"run": label, "wall_s": round(wall, 2), "cpu_s": round(d["cpu_s"], 2), "peak_mb": round(d["self_mb"] + d["workers_mb"]),
+                      **{k: d[k] for k in ("files", "extracted", "cached", "kernels", "native", "hits", "drafts")}} for label, wall, d in rows],
+        }, indent=1) + "\n")
+        console.print(f"wrote {args.json}")
     if args.detections and rows:
         from patterns.core.files import write_atomic
 
