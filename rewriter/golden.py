@@ -3,9 +3,10 @@
     python -m patterns.rewriter.golden record DIR   # run every codemod, write DIR/golden.json.gz
     python -m patterns.rewriter.golden check DIR    # run them again on the recorded inputs, compare
 
-The inputs are every tracked .py file of the repository that mentions Triton,
-and every string literal in one that holds a `@triton.jit` kernel (the sample
-kernels of tests and codemods). Each codemod runs on each input once with the
+The inputs are every tracked .py file of the repository that mentions Triton
+or ctypes, every string literal in one that holds a `@triton.jit` kernel or a
+ctypes call (the sample kernels of tests and codemods), and the sources the
+codemods list as cases. Each codemod runs on each input once with the
 kernel `apply` picks and once per kernel of a multi-kernel file, and the
 outcome is recorded: the output text, or the refusal's message. The record
 keeps the inputs themselves, so `check` proves a refactor of the rewriter
@@ -40,7 +41,7 @@ def inputs(root: Path = ROOT) -> dict[str, str]:
         if not p.is_file():
             continue
         text = p.read_text(encoding="utf-8", errors="replace")
-        if "triton" not in text:
+        if "triton" not in text and "ctypes" not in text:
             continue
         out[_sha(text)] = text
         try:
@@ -48,8 +49,19 @@ def inputs(root: Path = ROOT) -> dict[str, str]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "@triton.jit" in node.value:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ("@triton.jit" in node.value or "ctypes." in node.value):
                 out[_sha(node.value)] = node.value
+    return out
+
+
+def samples() -> dict[str, str]:
+    """The sources the codemods list as accepted or refused cases, where they still list them in code."""
+    from patterns.rewriter import REWRITES
+
+    out: dict[str, str] = {}
+    for cls in REWRITES.values():
+        for src in [*getattr(cls, "ACCEPTS", []), *(s for s, _ in getattr(cls, "REFUSES", []))]:
+            out[_sha(src)] = src
     return out
 
 
@@ -84,7 +96,7 @@ def outcomes(sources: dict[str, str], names: set[str] | None = None) -> dict[str
 
 
 def record(folder: Path) -> Path:
-    sources = inputs()
+    sources = {**inputs(), **samples()}
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / "golden.json.gz"
     data = {"inputs": sources, "outcomes": outcomes(sources)}
