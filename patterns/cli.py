@@ -127,8 +127,14 @@ def show_cmd(
             console.print(f"  • [bold]{t.fact}[/]\n    why: {t.why}\n    how: {t.how}")
     diff = api.example_diff(e)
     if diff is not None:
-        console.print(Markdown("## Before → after"))
+        title = f"## Before → after: what `patterns apply {e.id}` writes" if p.transformation.rewrite else "## Before → after"
+        console.print(Markdown(title))
         console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+    refuses = api.refused(e)
+    if refuses:
+        console.print(Markdown("## What the rewrite refuses"))
+        for r in refuses:
+            console.print(f"  • {r['case']}: {r['reason']}" + (f"\n    ({r['note']})" if r["note"] else ""), markup=False)
 
 
 @app.command("search")

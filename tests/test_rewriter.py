@@ -3,7 +3,9 @@
 For every rewrite: before.py rewritten equals before.fixed.py byte for byte
 (so comments and formatting outside the edit survive), the rewritten kernel
 agrees with reference.py under the interpreter, after.py is a reported no-op,
-and the codemod's REFUSES cases are refused with their reason.
+and the pattern's cases (patterns/library/<id>/cases/, see patterns.core.cases)
+hold: each accept case rewrites to its .fixed.py byte for byte, each refuse
+case is refused with its reason.
 """
 from __future__ import annotations
 
@@ -15,18 +17,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from patterns.core.cases import cases
 from patterns.core.examples import run_file
 from patterns.core.library import LIBRARY_DIR, load_library
 from patterns.rewriter import REWRITES
 from patterns.rewriter.base import AlreadyApplied, RewriteError, apply, write_candidate
+from patterns.rewriter.edits import PlannedCodemod
 
 WITH_REWRITE = [e for e in load_library() if e.pattern.transformation.rewrite]
 IDS = [e.id for e in WITH_REWRITE]
-REFUSALS = [
-    pytest.param(name, src, reason, id=f"{name}-{i}")
-    for name, cls in sorted(REWRITES.items())
-    for i, (src, reason) in enumerate(getattr(cls, "REFUSES", []))
-]
+CASES = [c for e in WITH_REWRITE for c in cases(e.folder)]
+REFUSALS = [pytest.param(c, id=c.id) for c in CASES if c.refuse is not None]
+ACCEPTED = [pytest.param(c, id=c.id) for c in CASES if c.fixed is not None]
 
 
 def test_every_rewrite_belongs_to_a_pattern():
@@ -62,10 +64,27 @@ def test_after_is_a_reported_noop(entry):
         apply(entry.id, entry.file("after.py").read_text(), "after.py", kernel=entry.pattern.example.kernel or None)
 
 
-@pytest.mark.parametrize(("name", "src", "reason"), REFUSALS)
-def test_codemod_refuses_unsupported_code(name, src, reason):
-    with pytest.raises(RewriteError, match=reason):
-        apply(name, src, "case.py")
+def test_every_codemod_is_a_planned_codemod():
+    """One base: the rewrites share planning, edits and refusals through rewriter/edits.py."""
+    assert not [name for name, cls in REWRITES.items() if not issubclass(cls, PlannedCodemod)]
+
+
+def test_every_rewrite_has_a_refuse_case():
+    """before.py -> after.py is every rewrite's first accept case; what it refuses is shown by a case."""
+    refused = {c.pattern for c in CASES if c.refuse is not None}
+    assert not [e.id for e in WITH_REWRITE if e.id not in refused]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in REWRITES.items() if c.SCOPE == "kernel"))
+def test_kernel_codemod_refuses_a_file_without_a_kernel(name):
+    with pytest.raises(RewriteError, match="no Triton kernel"):
+        apply(name, "def f():\n    return 1\n", "case.py")
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_codemod_refuses_unsupported_code(case):
+    with pytest.raises(RewriteError, match=case.refuse):
+        apply(case.pattern, case.source(), "case.py", kernel=case.kernel, params=case.params)
 
 
 # --------------------------------------------------------------------------------------
@@ -142,22 +161,35 @@ def test_apply_bad_input_one_line_exit_2_file_untouched(args, message, tmp_path)
 
 
 # --------------------------------------------------------------------------------------
-# more kernels than the examples: every codemod's ACCEPTS sources rewrite
+# more kernels than the examples: every accept case rewrites to its .fixed.py
 # --------------------------------------------------------------------------------------
 
-ACCEPTED = [
-    pytest.param(name, src, id=f"{name}-{i}")
-    for name, cls in sorted(REWRITES.items())
-    for i, src in enumerate(getattr(cls, "ACCEPTS", []))
-]
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_codemod_accepts_more_kernels(case):
+    """apply() itself checks that the result parses and satisfies present_when; the output is the .fixed.py."""
+    got = apply(case.pattern, case.source(), "case.py", kernel=case.kernel, params=case.params).candidate.source
+    assert got != case.source()
+    assert got == case.fixed.read_text(encoding="utf-8"), f"{case.fixed} is not what apply writes"
 
 
-@pytest.mark.parametrize(("name", "src"), ACCEPTED)
-def test_codemod_accepts_more_kernels(name, src):
-    """apply() itself checks that the result parses and satisfies present_when; the source must change."""
-    from patterns.core.facts import extract_source
-    from patterns.core.library import get, present
+RUNS = [pytest.param(c, id=c.id) for c in CASES if c.fixed is not None and c.run]
 
-    got = apply(name, src, "case.py").candidate.source
-    assert got != src
-    assert present(get(name).pattern, extract_source(got, "case.py")).ok
+
+@pytest.mark.parametrize("case", RUNS)
+def test_accept_case_agrees_with_its_input(case):
+    """The `# run:` reference run: the rewritten case computes what the case itself computes."""
+    from patterns.core import interpreter
+    from patterns.core.cases import run_call
+    from patterns.core.examples import compare, load_module
+    from patterns.core.library import get
+
+    ex = get(case.pattern).pattern.example
+    if ex.gpu_only and not torch.cuda.is_available():
+        pytest.skip(f"GPU-only example: {ex.gpu_only}")
+    interpreter.enable()
+    entry, inputs = run_call(case)
+    want = getattr(load_module(case.path, "_case"), entry)(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
+    got = getattr(load_module(case.fixed, "_fixed"), entry)(**inputs)
+    ok, aerr, _, reason = compare(got, want, ex.atol, ex.rtol)
+    assert ok, f"{case.id}: {reason} (max abs error {aerr:.3g})"

@@ -1,7 +1,4 @@
-"""Kernel sources several codemods accept (their ACCEPTS lists): written once here."""
-
-# a tiled GEMM with row-major program order, one fixed config, blocks passed as literals
-GEMM_NAIVE = '''
+# run: matmul a=float32[70, 40] b=float32[40, 50]
 import torch
 import triton
 import triton.language as tl
@@ -30,4 +27,3 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
     matmul_kernel[grid](a, b, c, M, N, K, BM=128, BN=128, BK=64)
     return c
-'''
