@@ -582,6 +582,22 @@ def find_launch(codemod: PlannedCodemod, module: cst.Module, line: int, params: 
     raise AssertionError  # unreachable
 
 
+def only_launch(codemod: PlannedCodemod, module: cst.Module) -> tuple[Launch, cst.BaseExpression, cst.SimpleStatementLine | None]:
+    """The target kernel's one launch in the file, its grid (read through a name assigned once) and the
+    statement assigning that name (None for an inline grid)."""
+    k = codemod.kernel
+    if len(k.launches) != 1:
+        codemod.refuse(f"{k.name} is launched {len(k.launches)}× in this file: one launch must change with the kernel")
+    la = find_launch(codemod, module, k.launches[0].line, [p.name for p in k.params])
+    grid, grid_stmt = la.grid, None
+    if isinstance(grid, cst.Name):
+        found = la.assigns.get(grid.value, [])
+        if len(found) != 1:
+            codemod.refuse(f"the grid `{grid.value}` is assigned {len(found)}× in {la.host.name.value}")
+        grid_stmt, grid = found[0]
+    return la, grid, grid_stmt
+
+
 # --------------------------------------------------------------------------------------
 # the planned-edit codemod
 # --------------------------------------------------------------------------------------
@@ -631,6 +647,13 @@ class PlannedCodemod(VisitorBasedCodemodCommand):
 
     def end_line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(PositionProvider, node).end.line
+
+    def launch_in(self, host: cst.FunctionDef, line: int) -> tuple[cst.Call, int]:
+        """The launch call on `line` of `host`, and the index of the top-level statement of host that holds it."""
+        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
+        if call is None:  # pragma: no cover - facts and tree agree on lines
+            self.refuse(f"cannot find the launch on line {line}")
+        return call, next(i for i, s in enumerate(host.body.body) if self.line(s) <= line <= self.end_line(s))  # type: ignore[return-value]
 
     def visit_Module(self, node: cst.Module) -> None:
         self.quote = quote_of(node)

@@ -139,10 +139,8 @@ class FuseVTiles(PlannedCodemod):
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
-        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
-        if call is None:  # pragma: no cover - facts and tree agree on lines
-            self.refuse(f"cannot find the launch on line {line}")
-        stmt = next(s for s in host.body.body if self.line(s) <= line <= self.end_line(s))
+        call, at = self.launch_in(host, line)
+        stmt = host.body.body[at]
         grid = call.func.slice[0].slice.value  # type: ignore[union-attr]
         assigns = launcher_assigns(host)
         if isinstance(grid, cst.Name):

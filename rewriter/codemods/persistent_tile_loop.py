@@ -26,7 +26,7 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
 from patterns.rewriter.edits import (
-    PlannedCodemod, block_dims, code, expr, find_launch, insert_args, insert_params, kwarg, names_in, new_param, pid_axes, render, stmts,
+    PlannedCodemod, block_dims, code, expr, insert_args, insert_params, kwarg, names_in, new_param, only_launch, pid_axes, render, stmts,
 )
 
 TILE, COUNT, SMS = "tile_id", "num_tiles", "NUM_SMS"
@@ -61,16 +61,8 @@ class PersistentTileLoop(PlannedCodemod):
         first = deps[0]
         prologue = [i for i in range(first) if i != pid_at]
         hoisted = self._hoistable(top[first:], pid)
-        if len(k.launches) != 1:
-            self.refuse(f"{k.name} is launched {len(k.launches)}× in this file: one launch must change with the kernel")
         params = [p.name for p in k.params]
-        la = find_launch(self, module, k.launches[0].line, params)
-        grid, grid_stmt = la.grid, None
-        if isinstance(grid, cst.Name):
-            found = la.assigns.get(grid.value, [])
-            if len(found) != 1:
-                self.refuse(f"the grid `{grid.value}` is assigned {len(found)}× in {la.host.name.value}")
-            grid_stmt, grid = found[0]
+        la, grid, grid_stmt = only_launch(self, module)
         if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
             self.refuse(f"the grid `{code(grid)}` is not a 1-D tuple: the tile count cannot be read from it")
         tiles = grid.elements[0].value

@@ -30,7 +30,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.edits import (
-    PlannedCodemod, code, expr, find_launch, insert_args, insert_params, kwarg, new_param, paren, pid_axes, render, same, stmts, tile_mask,
+    PlannedCodemod, code, expr, insert_args, insert_params, kwarg, new_param, only_launch, paren, pid_axes, render, same, stmts, tile_mask,
     tile_pointer,
 )
 
@@ -66,15 +66,7 @@ class SplitKReduction(PlannedCodemod):
         if axis > 2:
             self.refuse(f"{k.name} already uses all three program_id axes")
         # launcher
-        if len(k.launches) != 1:
-            self.refuse(f"{k.name} is launched {len(k.launches)}× in this file: one launch must change with the kernel")
-        la = find_launch(self, module, k.launches[0].line, params)
-        grid, grid_stmt = la.grid, None
-        if isinstance(grid, cst.Name):
-            found = la.assigns.get(grid.value, [])
-            if len(found) != 1:
-                self.refuse(f"the grid `{grid.value}` is assigned {len(found)}× in {la.host.name.value}")
-            grid_stmt, grid = found[0]
+        la, grid, grid_stmt = only_launch(self, module)
         if not isinstance(grid, cst.Tuple) or len(grid.elements) != axis:
             self.refuse(f"the grid `{code(grid)}` is not a {axis}-D tuple to add the split axis to")
         host = {}

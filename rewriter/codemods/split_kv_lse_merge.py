@@ -280,11 +280,9 @@ class SplitKvLseMerge(PlannedCodemod):
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
-        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
-        if call is None:  # pragma: no cover - facts and tree agree on lines
-            self.refuse(f"cannot find the launch on line {line}")
+        call, at = self.launch_in(host, line)
         stmts = list(host.body.body)
-        launch_stmt = next(s for s in stmts if self.line(s) <= line <= self.end_line(s))
+        launch_stmt = stmts[at]
         if not m.matches(launch_stmt, m.SimpleStatementLine(body=[m.Expr(m.Call())])):
             self.refuse(f"the launch on line {line} is not a statement of its own at the top of {host.name.value}")
         locals_ = set(self.facts.host_assigns.get(host.name.value, {})) | {p.name.value for p in host.params.params}

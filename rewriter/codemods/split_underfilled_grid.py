@@ -159,11 +159,8 @@ class SplitUnderfilledGrid(PlannedCodemod):
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
-        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
-        if call is None:  # pragma: no cover - facts and tree agree on lines
-            self.refuse(f"cannot find the launch on line {line}")
+        call, launch_at = self.launch_in(host, line)
         stmts = list(host.body.body)
-        launch_at = next(i for i, s in enumerate(stmts) if self.line(s) <= line <= self.end_line(s))
         assigns = launcher_assigns(host)
         grid = call.func.slice[0].slice.value  # type: ignore[union-attr]
         grid_at = launch_at
