@@ -183,6 +183,18 @@ def check_dtype(name: str, value: str) -> str:
     return value
 
 
+def check_triton(version: str | None) -> str | None:
+    if version is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise UsageError(f"--triton: '{version}' is not a version (e.g. 3.4.0)") from None
+    return version
+
+
 def suggest_report(
     path: Path | None,
     *,
@@ -196,6 +208,9 @@ def suggest_report(
     top: int = 5,
     chroma_url: str | None = None,
     progress=None,
+    inputs: list[str] | dict | None = None,
+    triton: str | None = None,
+    strict_names: bool = True,
 ) -> SuggestReport:
     """The bottleneck of each kernel of a file (or of `source`, named by `path` or '<source>') and the
     ranked patterns that fit it."""
@@ -215,9 +230,15 @@ def suggest_report(
             raise UsageError(f"{path}: no such file")
     if profile is not None and not Path(profile).exists():
         raise UsageError(f"{profile}: no such file")
+    from patterns.retriever.launcher import InputError, parse_inputs
+
+    try:
+        tensors = parse_inputs(list(inputs)) if isinstance(inputs, (list, tuple)) else dict(inputs or {})
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
     return suggest(Path(path) if path is not None else Path("<source>"), source=source, kernel=kernel, shapes=shapes, arch=arch,
                    dtype=dtype, dtype_overrides=overrides, profile=profile, top=top, chroma_url=chroma_url,
-                   entries=load_library(), progress=progress)
+                   entries=load_library(), progress=progress, inputs=tensors, triton=check_triton(triton), strict_names=strict_names)
 
 
 # --------------------------------------------------------------------------------------
@@ -331,7 +352,16 @@ def review_items(status: str = "pending", op: str | None = None, say: Callable[[
     if status not in REVIEW_STATUSES:
         raise ReviewError(f"--status: '{status}' is not pending, accepted, rejected or all")
     items = review_store(say).list()
-    return [i.model_dump(mode="json") for i in items if (status == "all" or i.status == status) and (op is None or i.op == op)]
+    spec = _spec_key(op) if op is not None else None
+    return [i.model_dump(mode="json") for i in items if (status == "all" or i.status == status) and (op is None or i.op == op or (spec and i.spec == spec))]
+
+
+def _spec_key(op: str) -> str:
+    """The spec path an op argument names (a spec.py or a folder with one), '' for an op name."""
+    from patterns.core.ops import spec_path
+
+    path = spec_path(op)
+    return str(path.resolve()) if path is not None else ""
 
 
 def review_item(item_id: str, say: Callable[[str], None] | None = None) -> dict:

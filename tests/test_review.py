@@ -26,6 +26,7 @@ from patterns.serving.registry import Registry, RegistryError, load_live
 from patterns.core.records import ReviewItem
 from patterns.core.schema import Safety
 from patterns.validation.bundle import read_bundle
+from patterns.core import user_evidence
 from patterns.core.ops import kernels_dir
 
 OP = "rmsnorm_gate"
@@ -64,7 +65,7 @@ def _yaml(env: dict[str, Path]) -> Path:
 
 
 def _snapshot(env: dict[str, Path]) -> dict[str, bytes]:
-    files = [env["target"], _yaml(env), *sorted(env["registry"].rglob("*"))]
+    files = [env["target"], _yaml(env), *sorted(env["registry"].rglob("*")), *sorted((env["home"] / "evidence").rglob("*"))]
     return {str(p): p.read_bytes() for p in files if p.is_file() and p.suffix != ".lock"}  # lock files hold no state
 
 
@@ -94,14 +95,14 @@ def test_accept_merges_promotes_and_records_the_measurement(env: dict[str, Path]
     record = bind_ops("live", reg)[OP].record
     assert (record.version, record.pattern, record.sha256) == (2, PATTERN, item.candidate_sha256)
 
-    # the pattern's evidence: one measurement appended, every other line as it was
-    measured = load_pattern(_yaml(env)).evidence.measured
-    assert measured == [m]
+    # the target is a copy outside the project's kernels/: the measurement goes to the user's
+    # evidence store (beside the agent home here), the library's pattern.yaml stays as it was
+    assert _yaml(env).read_text() == old_yaml
+    (rec,) = user_evidence.records(PATTERN)
+    assert (rec.measurement, rec.item, rec.target, rec.op) == (m, item.id, str(env["target"]), OP)
+    assert (env["home"] / "evidence" / f"{PATTERN}.json").is_file()
     assert (m.metric, m.ratio, m.hardware) == ("max-rel-err-vs-baseline", 1.0, "cpu, Triton interpreter")  # exact: bit-identical
     assert m.source == item.bundle and "dtype=float32/bfloat16" in m.shapes
-    changed = [ln for ln in difflib.unified_diff(old_yaml.splitlines(), _yaml(env).read_text().splitlines(), lineterm="", n=0)
-               if ln.startswith(("-", "+")) and not ln.startswith(("---", "+++"))]
-    assert changed[0] == "-  measured: []" and all(ln.startswith("+ ") for ln in changed[1:])
 
     with pytest.raises(ReviewError, match="already accepted by alice"):
         store.accept(item.id, by="bob")
@@ -110,6 +111,18 @@ def test_accept_merges_promotes_and_records_the_measurement(env: dict[str, Path]
     # rolling back in the registry serves the old code again; the merge itself stays
     assert reg.rollback(OP).version == 1
     assert bind_ops("live", reg)[OP].record.version == 1
+
+
+def test_accept_of_a_file_of_the_project_kernels_splices_the_library(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    item = _item(env)
+    old_yaml = _yaml(env).read_text()
+    # the target stands for kernels/<op>/baseline.py of the checkout (the copy keeps the checkout clean)
+    monkeypatch.setattr(ReviewStore, "in_library", staticmethod(lambda it: it.id == item.id))
+    _, m = ReviewStore().accept(item.id, by="alice")
+    assert load_pattern(_yaml(env)).evidence.measured == [m] and user_evidence.records(PATTERN) == []
+    changed = [ln for ln in difflib.unified_diff(old_yaml.splitlines(), _yaml(env).read_text().splitlines(), lineterm="", n=0)
+               if ln.startswith(("-", "+")) and not ln.startswith(("---", "+++"))]
+    assert changed[0] == "-  measured: []" and all(ln.startswith("+ ") for ln in changed[1:])
 
 
 def test_reject_changes_nothing(env: dict[str, Path]) -> None:
@@ -206,7 +219,8 @@ def test_a_crash_after_the_commit_point_is_finished_by_recovery(point: str, env:
     assert [v.version for v in reg.history(OP)] == [1, 2]  # registered once, whatever the crash point
     assert reg.live(OP).sha256 == item.candidate_sha256
     assert _sha(env["target"]) == item.candidate_sha256
-    assert len(load_pattern(_yaml(env)).evidence.measured) == 1  # appended once
+    assert len(user_evidence.records(PATTERN)) == 1  # recorded once
+    assert load_pattern(_yaml(env)).evidence.measured == []  # and never in the library: the target is outside kernels/
     assert not list((env["home"] / "reviews").glob("*.accept.json"))
     assert ReviewStore().recover() == []
 

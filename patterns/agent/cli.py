@@ -24,8 +24,8 @@ err_console = Console(stderr=True)
 
 
 def agent_command(
-    target: str = typer.Argument(..., metavar="TARGET", help="an op (kda_decode), a kernels/<op> folder, or a kernel file"),
-    op: Optional[str] = typer.Option(None, "--op", help="the op TARGET implements, when its path does not say"),
+    target: str = typer.Argument(..., metavar="TARGET", help="an op (kda_decode), a spec.py (patterns spec init) or a folder with one, a kernels/<op> folder, or a kernel file"),
+    op: Optional[str] = typer.Option(None, "--op", help="the op TARGET implements (a name or a spec.py), when its path does not say"),
     max_steps: int = typer.Option(8, "--max-steps", min=1, help="attempts (rewrite + gate) at most"),
     review: str = typer.Option("queue", "--review", help="queue (leave items for `patterns review`) or interactive (ask here)"),
     auto_merge_exact: bool = typer.Option(False, "--auto-merge-exact", help="merge exact (bit-identical) codemod rewrites that pass the gate without asking"),
@@ -47,6 +47,7 @@ def agent_command(
     cfg = AgentConfig(op=op_name, target=path, max_steps=max_steps, review=review, auto_merge_exact=auto_merge_exact,
                       device=device, arch=arch, shapes=shapes, profile=profile, fresh=fresh)
     agent = Agent(cfg)
+    op_name = agent.name  # a user's op: its spec's name, not the path
     # a live spinner for a person at a terminal; piped output gets the step lines only
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True,
                   disable=not err_console.is_terminal) as progress:
@@ -114,7 +115,7 @@ def _store():
 @review_app.command("list")
 def review_list(
     status: str = typer.Option("pending", "--status", help="pending, accepted, rejected or all"),
-    op: Optional[str] = typer.Option(None, "--op", help="only this op"),
+    op: Optional[str] = typer.Option(None, "--op", help="only this op (a name, or a spec.py or its folder)"),
     format: str = typer.Option("table", "--format", help="table or json"),
 ) -> None:
     """Review items, newest last."""
@@ -197,12 +198,16 @@ def review_accept(
     """Merge the candidate into its target, make it live in the serving registry and record the measurement."""
     store = _store()
     item, m = store.accept(item_id, by=_who(by), note=note)
-    console.print(f"accepted {item.id}: merged into {escape(item.target)}; {item.op} v{item.registry_version} is live")
+    from patterns.core.user_evidence import describe
+
+    live = f"; {item.op} v{item.registry_version} is live" if item.registry_version is not None else ""
+    console.print(f"accepted {item.id}: merged into {escape(item.target)}{live}", highlight=False, soft_wrap=True)
     if m is not None:
-        console.print(f"{escape(item.pattern_id)} evidence: {m.metric} {m.ratio:g} on {escape(m.hardware)} ({escape(m.shapes)})", highlight=False)
+        where = "the library's pattern.yaml" if store.in_library(item) else "your evidence store"
+        console.print(f"{escape(item.pattern_id)} evidence ({where}): {escape(describe(m))} ({escape(m.shapes)})", highlight=False, soft_wrap=True)
     else:
         console.print("no measurement recorded: the bundle has no speed ratio and no error ratio that can be formed", highlight=False)
-    if end_to_end:
+    if end_to_end and item.registry_version is not None:
         _judge_end_to_end(store, item)
 
 

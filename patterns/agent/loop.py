@@ -130,28 +130,59 @@ def prepare_device(device: str) -> str:
     return resolved
 
 
+def _is_spec_file(path: Path) -> bool:
+    """A spec.py (or any file assigning SPEC at top level), as opposed to a kernel file."""
+    import ast
+
+    if path.name == "spec.py":
+        return True
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in n.targets) for n in tree.body)
+
+
 def resolve_target(target: str, op: str | None = None) -> tuple[str, Path]:
-    """(op, file) from an op name, a kernels/<op> folder or a kernel file; --op names the op when the path does not."""
-    from patterns.core.ops import available_ops, load_spec, source_path
+    """(op, file) from an op name, a spec.py (or a folder with one), a kernels/<op> folder or a kernel file;
+    --op names the op (a name or a spec path) when the path does not. The op is patterns.core.ops.resolve_op's
+    key: the name of an op of kernels/, the absolute path of any other spec."""
+    from patterns.core.ops import OpError, available_ops, resolve_op, source_path
 
     ops = available_ops()
-    if op is not None and op not in ops:
-        raise AgentError(f"--op: unknown op '{op}' (known: {', '.join(ops)})")
+    known = f"ops: {', '.join(ops)}, or a spec.py"
+
+    def spec_of(ref: str, what: str):
+        try:
+            return resolve_op(ref)
+        except OpError as exc:
+            raise AgentError(f"{what}{exc}") from None
+
+    if op is not None:
+        op_key, op_spec = spec_of(op, "--op: ")
     path = Path(target)
     if not path.exists():
-        if target in ops and (op is None or op == target):
-            spec = load_spec(target)
-            return target, source_path(spec, spec.baseline).resolve()
-        raise AgentError(f"{target}: no such op, folder or file (ops: {', '.join(ops)})")
+        if target in ops and (op is None or op_key == target):
+            key, spec = spec_of(target, "")
+            return key, source_path(spec, spec.baseline).resolve()
+        raise AgentError(f"{target}: no such op, folder or file ({known})")
     if path.is_dir():
+        if (path / "spec.py").is_file() and op is None:
+            key, spec = spec_of(str(path), "")
+            return key, source_path(spec, spec.baseline).resolve()
         folder, path = path, path / "baseline.py"
         if not path.is_file():
-            raise AgentError(f"{folder}: no baseline.py in the folder")
+            raise AgentError(f"{folder}: no spec.py and no baseline.py in the folder")
     elif path.suffix != ".py":
         raise AgentError(f"{path}: not a Python file")
-    name = op or path.resolve().parent.name
+    elif op is None and _is_spec_file(path):
+        key, spec = spec_of(str(path), "")
+        return key, source_path(spec, spec.baseline).resolve()
+    if op is not None:
+        return op_key, path.resolve()
+    name = path.resolve().parent.name
     if name not in ops:
-        raise AgentError(f"{path}: cannot tell which op it implements: pass --op (ops: {', '.join(ops)})")
+        raise AgentError(f"{path}: cannot tell which op it implements: pass --op (a spec.py: `patterns spec init {path}` writes one; {known})")
     return name, path.resolve()
 
 
@@ -225,7 +256,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     dtype, overrides = _dtypes(spec)
     shapes = [dict(s) for s in (spec.gpu_shapes or spec.shapes)]
     profile, profile_note = cfg.profile, ""
-    if profile is None:
+    if profile is None and cfg.op == spec.name:  # an op of kernels/: the checkout may hold its GPU evidence
         profile = find_evidence(cfg.op)
     best: dict[str, tuple[float, Any, Any, dict]] = {}
     seen: dict[str, list[tuple[str, dict, Any, list]]] = {}
@@ -290,11 +321,12 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def find_run(runs: Path, identity: dict[str, Any]) -> Path | None:
-    """The newest unfinished run with the same identity (RUN_IDENTITY), to resume."""
+def find_run(runs: Path, identity: dict[str, Any], name: str | None = None) -> Path | None:
+    """The newest unfinished run with the same identity (RUN_IDENTITY), to resume; runs live in
+    <name>-<time>/ folders (the spec's name; the op itself where that is the name)."""
     if not runs.is_dir():
         return None
-    for journal in sorted(runs.glob(f"{identity['op']}-*/journal.jsonl"), reverse=True):
+    for journal in sorted(runs.glob(f"{name or identity['op']}-*/journal.jsonl"), reverse=True):
         start = read_start(journal)
         if start is None or any(start.get(k) != identity[k] for k in RUN_IDENTITY):
             continue
@@ -316,6 +348,7 @@ class Agent:
         self.ask, self.say, self.stage, self.advance = ask, say, stage, advance
         self.device = prepare_device(cfg.device)
         self.spec, self.launcher, self.grid = _gate_spec(cfg.op, cfg.target, cfg.shapes)
+        self.name = self.spec.name  # folders and ids: the op key may be a spec's path
         self.llm = load_config()
         try:
             cfg.sm  # an unknown --arch fails here, in one line
@@ -339,11 +372,11 @@ class Agent:
             self.say(f"finished the interrupted accept of {item_id}")
         identity = self.identity()
         runs = self.home / "runs"
-        run_dir = None if self.cfg.fresh else find_run(runs, identity)
+        run_dir = None if self.cfg.fresh else find_run(runs, identity, self.name)
         resumed = run_dir is not None
         if run_dir is None:
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-            run_dir = runs / f"{self.cfg.op}-{stamp}"
+            run_dir = runs / f"{self.name}-{stamp}"
         journal = Journal(run_dir / "journal.jsonl")
         if resumed:
             done = sum(1 for _ in journal.of("attempt"))
@@ -470,7 +503,8 @@ class Agent:
         diff = "".join(difflib.unified_diff(target_text.splitlines(True), cand_text.splitlines(True), f"a/{name}", f"b/{name}"))
         hyp = hypotheses.get(attempt.pattern_id) or Hypothesis(pattern_id=attempt.pattern_id, text=get(attempt.pattern_id).pattern.title, prediction="")
         item = self.store.put(ReviewItem(
-            id=review_id(self.cfg.op, self.cfg.target, attempt.sha256), op=self.cfg.op, run=run, target=str(self.cfg.target),
+            id=review_id(self.name, self.cfg.target, attempt.sha256), op=self.name, spec=self.cfg.op if self.cfg.op != self.name else "",
+            run=run, target=str(self.cfg.target),
             target_sha256=files.sha256_hex(target_text), symbol=self.launcher, pattern_id=attempt.pattern_id, params=attempt.params,
             safety=get(attempt.pattern_id).pattern.safety, origin=attempt.origin, candidate=attempt.candidate,
             candidate_sha256=attempt.sha256, diff=diff, bundle=attempt.bundle, device=self.device, grid=self.grid,

@@ -19,8 +19,11 @@ has passed and before anything changes. Each step after it is idempotent:
 1. register the candidate in the registry (or find the version an interrupted
    accept already registered; its number is written into the intent);
 2. write the target, unless it already holds the candidate;
-3. append the measurement to pattern.yaml, unless it is already there
-   (spliced with patterns.distill.merge, every other line kept);
+3. record the measurement, unless it is already there: for a target that is
+   a file of the project's kernels/, in the pattern's pattern.yaml (spliced
+   with patterns.distill.merge, every other line kept); for any other file,
+   in the user's evidence store (patterns.core.user_evidence), never in the
+   installed library;
 4. promote the version;
 5. mark the item accepted (atomically) and delete the intent.
 
@@ -28,6 +31,10 @@ A crash before the intent changes nothing; a crash after it is finished by
 `recover()`, which every review command and every agent run calls first. If
 the target was changed by someone else in between, recovery stops with a
 one-line error instead of overwriting it. Reject only marks the item.
+
+A user's op (a spec.py from `patterns spec init`; `item.spec` names it) is not
+served, so its accept has no registry steps: the target is written, the
+measurement goes to the user's store, the item is marked.
 
 What is recorded as measured: with a GPU bundle, the gate's geometric-mean
 speed ratio over the op's GPU shapes (metric `speedup`). On a CPU there is no
@@ -130,7 +137,7 @@ def measurement(item: ReviewItem, bundle: EvidenceBundle) -> Measurement | None:
     common = dict(
         baseline=_display(Path(item.target)),
         candidate=f"{item.pattern_id}({', '.join(f'{k}={v}' for k, v in item.params.items())})" + (" via a model's patch" if item.origin == "llm-patch" else ""),
-        command=f"patterns validate {item.op} {item.candidate} --device {item.device}",
+        command=f"patterns validate {item.spec or item.op} {item.candidate} --device {item.device}",
         source=item.bundle,
     )
     overall = next((c for c in bundle.checks if c.name == "speed overall" and c.passed is not None), None)
@@ -174,9 +181,10 @@ class _Intent(BaseModel):
 
 
 class ReviewStore:
-    def __init__(self, root: Path | None = None, registry=None):
+    def __init__(self, root: Path | None = None, registry=None, evidence_root: Path | None = None):
         self.root = Path(root) if root is not None else agent_home() / "reviews"
         self._registry = registry
+        self.evidence_root = evidence_root  # the user's evidence store (None: patterns.core.user_evidence's default)
 
     @property
     def registry(self):
@@ -271,7 +279,8 @@ class ReviewStore:
                 raise ReviewError(f"{target}: changed since the candidate was made from it: run the agent again")
             # an unknown pattern or an unreadable registry fails here, before the commit point
             self._pattern_file(item)
-            self.registry.live(item.op)
+            if self._serves(item):
+                self.registry.live(item.op)
             intent = _Intent(id=item.id, measurement=measurement(item, bundle), by=by, at=_now())
             self._write_intent(intent)  # the commit point
             item = self._finish(item, intent, note)
@@ -322,8 +331,26 @@ class ReviewStore:
 
         return get(item.pattern_id).file("pattern.yaml")
 
+    @staticmethod
+    def _serves(item: ReviewItem) -> bool:
+        """Whether the item's op is one the serving registry holds (an op of kernels/, not a user's spec)."""
+        return not item.spec
+
+    @staticmethod
+    def in_library(item: ReviewItem) -> bool:
+        """Whether the target is a file of the project's kernels/: only then does an accept's measurement
+        go into the library's pattern.yaml; any other file's goes to the user's evidence store."""
+        from patterns.core.ops import OpError, kernels_dir
+
+        try:
+            return Path(item.target).resolve().is_relative_to(kernels_dir().resolve())
+        except OpError:
+            return False
+
     def _finish(self, item: ReviewItem, intent: _Intent, note: str) -> ReviewItem:
         """Steps 1-5 of the module doc; each one idempotent."""
+        if not self._serves(item):
+            return self._finish_user(item, intent, note)
         from patterns.distill.merge import append_measured
         from patterns.core.library import load_pattern
         reg = self.registry
@@ -345,12 +372,14 @@ class ReviewStore:
                 raise ReviewError(f"{target}: changed by someone else during the accept of {item.id}: not overwritten; merge by hand or reject")
             files.write_atomic(target, source, keep_mode=True)
 
-        if intent.measurement is not None:
+        if intent.measurement is not None and self.in_library(item):
             yaml_path = self._pattern_file(item)
             have = load_pattern(yaml_path).evidence.measured
             if intent.measurement not in have:
                 text = yaml_path.read_text(encoding="utf-8")
                 files.write_atomic(yaml_path, append_measured(text, [intent.measurement], str(yaml_path)).encode(), keep_mode=True)
+        else:
+            self._record_user(item, intent)
 
         reg.promote(item.op, intent.registry_version)
         item = item.model_copy(update={
@@ -360,3 +389,24 @@ class ReviewStore:
         self._write(item)
         (self.root / f"{item.id}{INTENT_SUFFIX}").unlink(missing_ok=True)
         return item
+
+    def _finish_user(self, item: ReviewItem, intent: _Intent, note: str) -> ReviewItem:
+        """A user's op (no registry): write the target, record the measurement in the user's store, mark accepted."""
+        target = Path(item.target)
+        current = files.sha256_file(target) if target.exists() else ""
+        if current != item.candidate_sha256:
+            if current != item.target_sha256:
+                raise ReviewError(f"{target}: changed by someone else during the accept of {item.id}: not overwritten; merge by hand or reject")
+            files.write_atomic(target, Path(item.candidate).read_bytes(), keep_mode=True)
+        self._record_user(item, intent)
+        item = item.model_copy(update={"status": "accepted", "decided_by": intent.by, "decided_at": intent.at, "note": note or item.note})
+        self._write(item)
+        (self.root / f"{item.id}{INTENT_SUFFIX}").unlink(missing_ok=True)
+        return item
+
+    def _record_user(self, item: ReviewItem, intent: _Intent) -> None:
+        from patterns.core.user_evidence import UserRecord, add
+
+        if intent.measurement is not None:
+            add(UserRecord(measurement=intent.measurement, pattern_id=item.pattern_id, item=item.id, op=item.spec or item.op,
+                           target=item.target, recorded=intent.at), self.evidence_root)

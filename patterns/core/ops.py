@@ -6,7 +6,9 @@ timed on a GPU also has a `benchmark.py` (`BENCHMARK`, patterns.core.benchspec).
 A spec names its launcher and reference as "module:function" (`baseline=
 "baseline:kda_decode"`), where the module is a file of the op's folder, a
 dotted module or a path to a `.py` file. An op may also be given as the path
-to a spec.py anywhere (a test's own op).
+to a spec.py anywhere, or a folder holding one (a user's own kernel, written
+by `patterns spec init`); `resolve_op` is the one place an op argument is
+turned into a spec.
 
 Ops are data to the core, like pattern folders: the registry locates the
 folder the kernels package is installed from without importing it, and loads
@@ -47,24 +49,87 @@ def available_ops() -> list[str]:
     return sorted(p.parent.name for p in kernels_dir().glob("*/spec.py"))
 
 
+def spec_path(op: str) -> Path | None:
+    """The spec.py an op argument names when it is a path (a spec.py, or a folder holding one); None for an op name."""
+    path = Path(op)
+    if op.endswith(".py"):
+        return path
+    if os.sep in op or "/" in op or path.is_dir():
+        return path / "spec.py"
+    return None
+
+
+def resolve_op(op: str) -> tuple[str, OpSpec]:
+    """(key, spec) for an op name, a spec.py path or a folder with a spec.py: the one resolution of an op
+    argument for every entry point and driver. The key is the op's name for an op of kernels/ and the
+    spec's absolute path for any other, so a record keeps what loads the same spec again."""
+    path = spec_path(op)
+    spec = load_spec(op)
+    if path is None or path.resolve() == (kernels_dir() / spec.name / "spec.py").resolve():
+        return spec.name, spec
+    return str(path.resolve()), spec
+
+
+def is_builtin(spec: OpSpec) -> bool:
+    """Whether the spec is an op of kernels/ (its baseline lives in kernels/<op>/)."""
+    try:
+        return source_path(spec, spec.baseline).resolve().parent == (kernels_dir() / spec.name).resolve()
+    except OpError:
+        return False
+
+
 def load_spec(op: str | OpSpec) -> OpSpec:
-    """An op by name (kernels/<op>/spec.py), by path to a spec.py, or an OpSpec as is."""
+    """An op by name (kernels/<op>/spec.py), by path to a spec.py or a folder holding one, or an OpSpec as is."""
     if isinstance(op, OpSpec):
         return op
-    if op.endswith(".py"):
-        path = Path(op)
+    path = spec_path(op)
+    if path is not None:
         if not path.is_file():
             raise OpError(f"op spec not found: {path}")
-        module = load_module(path, f"_patterns_opspec_{path_digest(path)}")
+        module = _load_spec_module(path)
     else:
         if op not in available_ops():
             known = ", ".join(available_ops()) or "none"
-            raise OpError(f"unknown op '{op}' (known: {known})")
+            raise OpError(f"unknown op '{op}' (known: {known}; or give a spec.py or a folder with one)")
         module = importlib.import_module(f"{OPS_PACKAGE}.{op}.spec")
     spec = getattr(module, "SPEC", None)
     if not isinstance(spec, OpSpec):
-        raise OpError(f"{op}: spec.py defines no SPEC = OpSpec(...)")
+        raise OpError(f"{path or op}: spec.py defines no SPEC = OpSpec(...)")
     return spec
+
+
+def _load_spec_module(path: Path) -> ModuleType:
+    """A user's spec.py, imported; any failure is one line naming the file."""
+    try:
+        return load_module(path, f"_patterns_opspec_{path_digest(path)}")
+    except SyntaxError as exc:
+        raise OpError(f"{path}: line {exc.lineno}: syntax error: {exc.msg}") from None
+    except OpError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's file: whatever it raises is bad input
+        raise OpError(f"{path}: the spec failed to load: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def load_function(target: str, what: str = "function") -> Callable[..., Any]:
+    """The function a "module:function" target names, where the module is a path to a .py file or a dotted module."""
+    module, func = split_target(target)
+    try:
+        if module.endswith(".py"):
+            if not Path(module).is_file():
+                raise OpError(f"{module}: no such file (the {what} '{target}')")
+            mod = load_module(Path(module), f"_patterns_fn_{path_digest(Path(module))}")
+        else:
+            mod = importlib.import_module(module)
+    except OpError:
+        raise
+    except SyntaxError as exc:
+        raise OpError(f"{exc.filename or module}: line {exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # noqa: BLE001
+        raise OpError(f"{module}: failed to import ({what}): {type(exc).__name__}: {exc}") from None
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise OpError(f"{module}: no function '{func}' (the {what})")
+    return fn
 
 
 def load_benchmark(op: str) -> Benchmark | None:
@@ -109,12 +174,9 @@ def source_path(spec: OpSpec, target: str) -> Path:
 def resolve(spec: OpSpec, target: str, what: str = "") -> Callable[..., Any]:
     """The function a "module:function" target of the spec names (`what` it is, for the error)."""
     module, func = split_target(target)
-    if module.endswith(".py"):
-        mod = load_module(Path(module), f"_patterns_op_{path_digest(Path(module))}")
-    elif "." in module:
-        mod = importlib.import_module(module)
-    else:
-        mod = importlib.import_module(f"{OPS_PACKAGE}.{spec.name}.{module}")
+    if module.endswith(".py") or "." in module:
+        return load_function(target, f"{spec.name}'s {what or 'function'}")
+    mod = importlib.import_module(f"{OPS_PACKAGE}.{spec.name}.{module}")
     fn = getattr(mod, func, None)
     if not callable(fn):
         raise OpError(f"{spec.name}: {what + ' ' if what else ''}'{target}' not found")

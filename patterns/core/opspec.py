@@ -69,6 +69,9 @@ class OpSpec:
     # (the reference updates the same inputs of its own copy in place, so both sides
     # are compared after the call)
     outputs: tuple[str, ...] = ("out",)
+    # inputs the launcher may overwrite as working memory (split partials): neither
+    # compared nor reported as modified
+    scratch: tuple[str, ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2)
     partition: Partition | None = None
     # traffic and FLOP model for a shape and dtype: used for achieved bandwidth
@@ -81,3 +84,7 @@ class OpSpec:
     sensitive_inputs: tuple[str, ...] = ()
     # declared resource limits a candidate must respect (e.g. max num_warps, block sizes)
     resource_limits: dict[str, int] = field(default_factory=dict)
+    # wall-clock limits of the gate (`patterns validate --timeout` overrides the first):
+    # the whole validation, and any one import, call or timed shape of an implementation
+    timeout_s: float = 900.0
+    call_timeout_s: float = 180.0

@@ -16,6 +16,7 @@ from patterns.core.schema import (
     BottleneckClass,
     Category,
     Condition,
+    Example,
     Measurement,
     Pattern,
     PatternEvidence,
@@ -226,6 +227,8 @@ class SuggestReport(StrictModel):
     gpu: str
     shapes: dict[str, int] = Field(default_factory=dict)
     profile: str | None = None
+    triton: str | None = Field(None, description="the Triton version the version gates assumed (--triton, else the installed one)")
+    inputs: dict[str, str] = Field(default_factory=dict, description="--input tensors as given, NAME -> D0xD1:DTYPE")
     kernels: list[KernelReport]
 
 
@@ -287,6 +290,7 @@ class ReviewItem(StrictModel):
 
     id: str = Field(pattern=r"^[a-z0-9_]+-[0-9a-f]{10}$")
     op: str
+    spec: str = Field("", description="the spec.py of a user's op (patterns spec init); empty for an op of kernels/")
     run: str
     target: str = Field(description="file the change merges into (kernels/<op>/baseline.py by default)")
     target_sha256: str = Field(description="the target's sha256 when the candidate was made; accept refuses if it changed")
@@ -349,14 +353,17 @@ class Draft(StrictModel):
     traps: list[Trap] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
-    signature: list[str] = Field(default_factory=list, description="the recurring facts the cluster shares")
-    support: dict[str, int] = Field(default_factory=dict, description="project -> upstream kernels in the cluster")
+    example: Example | None = Field(None, description="how before.py/after.py run against reference.py, once a person wrote them")
+    signature: list[str] = Field(default_factory=list, description="the technique's condition, as a reader says it")
+    support: dict[str, int] = Field(default_factory=dict, description="project -> upstream locations where present_when holds")
+    contrast: dict[str, float] = Field(default_factory=dict, description="share of the upstream subjects of its scope where present_when holds (held / subjects)")
+    notes: list[str] = Field(default_factory=list, description="the distiller's notes for the reviewer: support, contrast, overlaps, guesses")
 
     def missing(self) -> list[str]:
         """Pattern fields that are still empty or fail the Pattern schema."""
         from pydantic import ValidationError
 
-        data = self.model_dump(mode="json", exclude={"applicability", "signature", "support"}, exclude_none=True)
+        data = self.model_dump(mode="json", exclude={"applicability", "signature", "support", "contrast", "notes"}, exclude_none=True)
         data["status"] = Status.preview.value
         try:
             Pattern.model_validate(data)
