@@ -40,6 +40,7 @@ RULES: dict[str, str] = {
     "atomic": r"\batomic(Add|CAS|Max|Min|Exch)\w*|\bred\.(global|async)|atom\.global",
     "gil_release": r"(?i:gil_?scoped_?release)|Py_BEGIN_ALLOW_THREADS|PyEval_SaveThread",
     "gil_acquire": r"(?i:gil_?scoped_?acquire)|PyGILState_Ensure",
+    "scale_ue8m0": r"(?i)ue8m0",
     "blocking_wait": (
         r"cuda(Stream|Device|Event)Synchronize|(^|\.)synchronize$|sleep_for|\busleep\b|sem_wait|pthread_cond_wait|\bfutex\b"
     ),

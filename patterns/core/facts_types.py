@@ -132,6 +132,7 @@ NATIVE_KINDS: dict[str, str] = {
     "gil_release": "releases the Python GIL",
     "gil_acquire": "takes the Python GIL",
     "blocking_wait": "host call that blocks until something else finishes",
+    "scale_ue8m0": "power-of-two (UE8M0, exponent-only) block scale factors",
     "tmem": "Blackwell tensor memory allocated, loaded or stored (tcgen05.alloc/ld/st)",
     "stmatrix": "stmatrix: registers to shared memory in MMA fragment layout",
     "ldmatrix": "ldmatrix: shared memory to registers in MMA fragment layout",

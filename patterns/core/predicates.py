@@ -1934,3 +1934,24 @@ def state_in_out(s: Subject) -> Verdict:
                 return Verdict(ok=True, lines=[stores_out[0].line],
                                reasons=[f"state {var} starts from a load and is stored after the loop at line {lp.line} (line {stores_out[0].line})"])
     return Verdict(ok=False, reasons=["the recurrent state neither starts from memory nor is stored after the loop"])
+
+
+@predicate()
+def partial_row_stats(s: Subject) -> Verdict:
+    """A running max and a sum of exponentials are stored as partials, at an address over two program axes (row and split): a split reduction waiting for a merge."""
+    k = _kernel(s)
+    maxes = {v for v, (_, e) in k.assigns.items() if "tl.max(" in e}
+    sums = {v for v, (_, e) in k.assigns.items() if "tl.sum(" in e and ("exp" in e or "exp" in _expanded(k, e, 1))}
+
+    def split_store(names: set[str]) -> CallSite | None:
+        for c in k.calls:
+            if c.name == "tl.store" and len(c.args) >= 2 and c.args[1].strip() in names:
+                axes = {a for n in _reach(k, c.args[0]) for a in k.pid_deps.get(n, [])}
+                if len(axes) >= 2:
+                    return c
+        return None
+
+    a, b = split_store(maxes), split_store(sums)
+    if a and b:
+        return Verdict(ok=True, lines=sorted({a.line, b.line}), reasons=[f"partial max and sum-exp stored per (row, split) (lines {a.line}, {b.line})"])
+    return Verdict(ok=False, reasons=["no partial max and sum-exp stored per program pair"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patterns.rewriter.edits import PlannedCodemod, find_launch, insert_args, kwarg
+from patterns.rewriter.edits import PlannedCodemod, set_launch_option
 
 
 class LaunchBoundsRegisterCap(PlannedCodemod):
@@ -22,14 +22,4 @@ class LaunchBoundsRegisterCap(PlannedCodemod):
     DESCRIPTION = "launches with maxnreg"
 
     def plan(self, module: cst.Module) -> None:
-        k = self.kernel
-        if k.autotune is not None:
-            self.refuse(f"{k.name} is autotuned: set maxnreg in each triton.Config")
-        if not k.launches:
-            self.refuse(f"no launch of {k.name} in this file to pass maxnreg")
-        cap = str(self.params["maxnreg"])
-        params = [p.name for p in k.params]
-        for launch in k.launches:
-            la = find_launch(self, module, launch.line, params)
-            self.replace(la.call, lambda u: insert_args(u, [(len(u.args), kwarg("maxnreg", cap))]))
-            self.keep_width(la.stmt)
+        set_launch_option(self, module, "maxnreg", str(self.params["maxnreg"]))
