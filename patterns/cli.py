@@ -7,6 +7,7 @@ names the file and what is wrong.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -523,12 +524,23 @@ def validate_cmd(
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda"),
     format: str = typer.Option("table", "--format", "-f", help="table, json or markdown"),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="run the gate as a Ray task on the cluster at ADDRESS; alone: a Ray instance started here"),
+    ray_resource: Optional[str] = typer.Option(None, "--ray-resource", metavar="NAME=N", help="with --ray: the task asks for N units of this custom resource instead of one GPU"),
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
     # imported here: the gate pulls in torch, which `suggest` must not pay for
     from patterns.validation.cli import validate_command
 
-    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern)
+    gate = None
+    if ray is not None:
+        import functools
+
+        from patterns.agent.fanout import validate_remote
+
+        gate = functools.partial(validate_remote, address=ray, resource=ray_resource)
+    elif ray_resource is not None:
+        raise UsageError("--ray-resource: only with --ray")
+    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, gate=gate)
 
 
 # --------------------------------------------------------------------------------------
@@ -650,8 +662,22 @@ def skill_export_cmd(out: Path = typer.Argument(..., metavar="DIR", help="folder
 # entry point
 # --------------------------------------------------------------------------------------
 
+def ray_address_optional(argv: list[str]) -> list[str]:
+    """`--ray` may stand alone (a Ray instance on this host): `--ray` not followed by an address is `--ray=local`."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--ray" and not (i + 1 < len(argv) and _RAY_ADDRESS.match(argv[i + 1])):
+            arg = "--ray=local"
+        out.append(arg)
+    return out
+
+
+_RAY_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d+)$")
+
+
 def main(argv: list[str] | None = None) -> None:
     # typer handles usage errors itself (exit 2); ours are one line, exit 2, no traceback
+    argv = ray_address_optional(sys.argv[1:] if argv is None else list(argv))
     try:
         app(args=argv)
     except Exception as exc:  # SystemExit (typer's normal exit) is not an Exception: no imports on success
