@@ -77,8 +77,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
         size.tensor_names |= {m for t in texts for m in re.findall(r"torch\.\w+_like\(\s*([A-Za-z_]\w*)", t)}
         # replay the launcher's assignments in line order; user shapes and inputs win
         for var, (line, expr) in sorted(assigns.items(), key=lambda kv: kv[1][0]):
-            if var in shapes or var in inputs:
-                continue
+            if var in shapes or var in inputs or expr.lstrip().startswith("lambda"):
+                continue  # a lambda is replayed where it is used (the grid)
             try:
                 env[var] = safe_eval(expr, env)
             except Unknown as exc:
@@ -89,7 +89,7 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
             if name == "num_warps" or name == "num_stages":
                 try:
                     setattr(size, name, int(safe_eval(expr, env)))
-                except Unknown:
+                except (Unknown, TypeError, ValueError):
                     pass
             elif name in params:
                 _bind(size, env, name, expr)
@@ -111,7 +111,7 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
             if k in ("num_warps", "num_stages"):
                 try:
                     setattr(size, k, int(v))
-                except ValueError:
+                except (TypeError, ValueError):
                     pass
             elif k != "source" and k not in size.binds:
                 try:

@@ -423,3 +423,96 @@ def test_block_smaller_than_the_row_warns():
     assert len(warn) == 2 and "BLOCK=1024 < n_cols=4096 at line 11: `tl.load`" in warn[0]
     fits = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x1000:bf16"]))
     assert not [r for r in fits.primary.rationale if r.startswith("warning:")]
+
+
+# --------------------------------------------------------------------------------------
+# what is a kernel: device helpers, nested grid functions
+# --------------------------------------------------------------------------------------
+
+HELPER = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _silu(x):
+        return x * tl.sigmoid(x)
+
+
+    @triton.jit
+    def act_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, _silu(tl.load(x_ptr + offs, mask=m)), mask=m)
+
+
+    def act(x, BLOCK: int = 1024):
+        y = torch.empty_like(x)
+        n = x.numel()
+        def grid(meta):
+            return (triton.cdiv(n, meta["BLOCK"]),)
+        act_kernel[grid](x, y, n, BLOCK=BLOCK)
+        return y
+''')
+
+
+def test_device_helpers_are_not_reported_as_kernels(tmp_path):
+    from patterns.retriever.retrieve import suggest
+
+    f = extract_source(HELPER, "act.py")
+    assert [k.name for k in f.kernels if k.device_function] == ["_silu"]
+    p = tmp_path / "act.py"
+    p.write_text(HELPER)
+    assert [k.kernel for k in suggest(p, entries=[]).kernels] == ["act_kernel"]
+
+
+def test_nested_grid_function_is_replayed():
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(HELPER, "act.py")
+    k = next(k for k in f.kernels if k.name == "act_kernel")
+    a = estimate(f, k, H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 1024
+
+
+ALIASED = _src('''
+    import torch
+    from mypkg.triton_utils import tl, triton
+
+
+    def my_jit(fn):
+        return triton.jit(fn, do_not_specialize=["n"])
+
+
+    def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+    copy_kernel_jit = triton.jit(copy_kernel)
+
+
+    @my_jit
+    def fill_kernel(y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)
+
+
+    def copy(x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        copy_kernel_jit[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        fill_kernel[(triton.cdiv(n, 1024),)](y, n, BLOCK=1024)
+        return y
+''')
+
+
+def test_triton_through_reexports_assignments_and_wrappers():
+    """`from pkg.triton_utils import tl, triton`, `g = triton.jit(f)` and `@my_jit` are all Triton."""
+    f = extract_source(ALIASED, "copy.py")
+    kernels = {k.name: k for k in f.kernels}
+    assert set(kernels) == {"copy_kernel", "fill_kernel"}
+    assert {c.name for c in kernels["copy_kernel"].calls} >= {"tl.load", "tl.store", "tl.program_id", "tl.arange"}
+    assert [la.line for la in kernels["copy_kernel"].launches] == [26]
+    assert [la.line for la in kernels["fill_kernel"].launches] == [27]

@@ -99,6 +99,8 @@ class KernelFacts(_Facts):
     launches: list[LaunchFacts] = Field(default_factory=list)
     helpers: list[str] = Field(default_factory=list)
     loaded: list[str] = Field(default_factory=list, description="local variables whose value derives from a load from memory (tl.load, desc.load)")
+    returns_value: bool = Field(False, description="has `return <value>`: a device function (kernels return nothing)")
+    device_function: bool = Field(False, description="a @triton.jit helper, not a kernel: returns a value, or is called by a kernel of the file and never launched in it")
 
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]
