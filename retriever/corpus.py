@@ -237,18 +237,29 @@ def _split_top(text: str) -> list[str]:
     return [c for c in [*out, cur] if c.strip()]
 
 
-def plausible_blocks(kernel) -> dict[str, int]:
+def plausible_blocks(kernel, shapes: dict[str, int]) -> dict[str, int]:
     """Block sizes a user passes for a kernel whose launcher computes them in a helper or an
-    autotuner's generated configs: 64 for every tl.arange extent the kernel leaves unbound."""
+    autotuner's generated configs: a block that a mask bounds by a whole extent (`cols < n_cols`,
+    not moving with the program) covers it, as `triton.next_power_of_2(n_cols)` launchers do;
+    any other tl.arange extent gets a 64 tile."""
     bound = {p.name for p in kernel.params if p.default is not None}
     if kernel.autotune and kernel.autotune.configs:
         bound |= set(kernel.autotune.configs[0])
     bound |= set(kernel.heuristics)
-    out = {}
+    covers: dict[str, int] = {}
+    for var, (_, expr) in kernel.assigns.items():
+        m = re.fullmatch(r"\s*tl\.arange\(\s*0\s*,\s*([A-Za-z_]\w*)\s*\)\s*", expr)
+        if not m or kernel.pid_deps.get(var):
+            continue
+        for _, (_, mexpr) in kernel.assigns.items():
+            for right in re.findall(rf"\b{re.escape(var)}\s*<\s*([A-Za-z_]\w*)\b", mexpr):
+                if isinstance(shapes.get(right), int):
+                    covers[m.group(1)] = 1 << (min(shapes[right], 65536) - 1).bit_length()
+    out = {p.name: 8 for p in kernel.params if p.constexpr and "GROUP" in p.name.upper() and p.name not in bound}
     for c in kernel.calls:
         if c.name == "tl.arange" and len(c.args) == 2 and c.args[1].isidentifier() and kernel.param(c.args[1]) is not None:
             if kernel.param(c.args[1]).constexpr and c.args[1] not in bound:
-                out[c.args[1]] = 64
+                out[c.args[1]] = covers.get(c.args[1], 64)
     return out
 
 
@@ -261,6 +272,11 @@ def plausible_inputs(facts, kernel) -> dict[str, str]:
     def dtype(name: str) -> str:
         return "int32" if _INT_TENSOR.search(name) else "bf16"
 
+    launch_names = {n for la in kernel.launches[:1] for n in facts.host_assigns.get(la.function, {})}
+    gemm = any(c.name in ("tl.dot", "tl.dot_scaled") and c.in_loop for c in kernel.calls) and {"M", "N", "K"} <= launch_names
+    # extents by rank where the launcher names none: (rows, cols), (batch, rows, cols), (B, T, H, D)
+    by_rank = {1: [1 << 24], 2: [4096, 4096], 3: [8, 4096, 4096], 4: [8, 4096, 32, 128]}
+
     for la in kernel.launches[:1]:
         assigned = facts.host_assigns.get(la.function, {})
         texts = [e for _, e in assigned.values()] + la.args + list(la.kwargs.values()) + [la.grid]
@@ -271,7 +287,7 @@ def plausible_inputs(facts, kernel) -> dict[str, str]:
             for var, (_, expr) in assigned.items():
                 m = re.fullmatch(rf"\(?{re.escape(t)}\.shape\)?\[(-?\d+)\]", expr.strip())
                 if m:
-                    dims[int(m.group(1))] = plausible_value(var, False) or 4096
+                    dims[int(m.group(1))] = plausible_value(var, gemm) or 4096
                 # B, T, H, K, V = *k.shape, v.shape[-1]: k's extents are the leading names
                 m = re.fullmatch(rf"\(\*{re.escape(t)}\.shape, (.*)\)\[(\d+)\]", expr.strip())
                 if m:
@@ -279,7 +295,7 @@ def plausible_inputs(facts, kernel) -> dict[str, str]:
                     n = 1 + max(int(re.fullmatch(r".*\[(\d+)\]", e.strip()).group(1)) for _, e in assigned.values()
                                 if re.fullmatch(rf"\(\*{re.escape(t)}\.shape, .*\)\[(\d+)\]", e.strip()))
                     if int(m.group(2)) < n - extra:
-                        dims[int(m.group(2))] = plausible_value(var, False) or 4096
+                        dims[int(m.group(2))] = plausible_value(var, gemm) or 4096
                         dims.setdefault(n - extra - 1, 4096)
             for var, (_, expr) in assigned.items():  # s0, s1, s2 = x.stride()
                 m = re.fullmatch(rf"\(?{re.escape(t)}\.(?:stride|size)\(\)\)?\[(\d+)\]", expr.strip())
@@ -288,7 +304,10 @@ def plausible_inputs(facts, kernel) -> dict[str, str]:
             rank = max([len({i for i in dims if i >= 0})] + [i + 1 for i in dims if i >= 0] + [-i for i in dims if i < 0] + [
                 int(i) + 1 if not i.startswith("-") else -int(i) for text in texts
                 for i in re.findall(rf"\b{re.escape(t)}\.(?:shape\[|stride\(|size\()(-?\d+)", text)] + [2])
-            shape = [4096] * rank
+            if dtype(t) == "int32" and not dims:  # index and length tensors: one entry per sequence (+1)
+                rank, shape = 1, [9]
+            else:
+                shape = list(by_rank.get(rank, [8] * (rank - 2) + [4096, 4096]))
             for i, v in dims.items():
                 shape[i] = v
             out[t] = "x".join(map(str, shape)) + ":" + dtype(t)
@@ -381,7 +400,7 @@ def run_file(entry: dict, mode: str, entries) -> FileRun:
             from patterns.retriever.launcher import parse_input
 
             for k in facts.kernels:
-                shapes.update({n: v for n, v in plausible_blocks(k).items() if n not in shapes})
+                shapes.update({n: v for n, v in plausible_blocks(k, shapes).items() if n not in shapes})
 
             for k in facts.kernels:
                 per_kernel[k.name] = plausible_inputs(facts, k)

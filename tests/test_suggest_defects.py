@@ -516,3 +516,94 @@ def test_triton_through_reexports_assignments_and_wrappers():
     assert {c.name for c in kernels["copy_kernel"].calls} >= {"tl.load", "tl.store", "tl.program_id", "tl.arange"}
     assert [la.line for la in kernels["copy_kernel"].launches] == [26]
     assert [la.line for la in kernels["fill_kernel"].launches] == [27]
+
+
+SYNCS = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def first_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+    @triton.jit
+    def second_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    def first(x):
+        n = x.numel()
+        first_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+        return x
+
+
+    def second(x):
+        n = int(x.sum().item())
+        second_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+        return x
+''')
+
+
+def test_host_sync_is_attributed_to_the_launch_it_delays():
+    """One `.item()` in a launcher made every kernel of the file host-bound."""
+    f = extract_source(SYNCS, "syncs.py")
+    k = {k.name: k for k in f.kernels}
+    first = estimate(f, k["first_kernel"], H200, {})
+    second = estimate(f, k["second_kernel"], H200, {})
+    assert BottleneckClass.host not in first.classes
+    host = next(b for b in [second.primary, *second.others] if b.cls == BottleneckClass.host)
+    assert "`item()` at line 25 before the launch at line 26" in host.rationale[0]
+
+
+SOFTMAX = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        m = float("-inf")
+        d = 0.0
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+            m = m_new
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+            tl.store(y_ptr + row * n_cols + cols, tl.exp(x - m) / d, mask=cols < n_cols)
+
+
+    def softmax(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        softmax_kernel[(n_rows,)](x, y, n_cols, BLOCK=1024)
+        return y
+''')
+
+
+def test_rewrites_that_would_refuse_say_so(tmp_path):
+    """`rewrite: split_kv_lse_merge` was listed for a softmax that `apply` then refused."""
+    from patterns import api
+    from patterns.rewriter.base import RewriteError, apply
+
+    p = tmp_path / "softmax.py"
+    p.write_text(SOFTMAX)
+    report = api.suggest_report(p, top=27)
+    with_rewrite = [s for s in report.kernels[0].suggestions if s.rewrite]
+    assert with_rewrite
+    for s in with_rewrite:  # the note agrees with what apply does
+        try:
+            apply(s.pattern_id, SOFTMAX, str(p), kernel="softmax_kernel")
+            assert s.rewrite_refusal == "", s.pattern_id
+        except RewriteError:
+            assert s.rewrite_refusal, s.pattern_id

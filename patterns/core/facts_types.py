@@ -95,6 +95,7 @@ class KernelFacts(_Facts):
     origins: dict[str, str] = Field(default_factory=dict, description="local variable -> producing call")
     pid_deps: dict[str, list[int]] = Field(default_factory=dict, description="local variable -> program_id axes it depends on")
     assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, last assigned expression)")
+    first_assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, first assigned expression), where it differs from the last (`x = f(x)` refinements)")
     accumulates: dict[str, list[str]] = Field(default_factory=dict, description="variable -> augmented assignments, 'add:<expr>'")
     launches: list[LaunchFacts] = Field(default_factory=list)
     helpers: list[str] = Field(default_factory=list)

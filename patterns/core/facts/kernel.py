@@ -298,6 +298,7 @@ class _Scope:
     # variable -> program_id axes its value depends on (taint through assignments)
     pid_deps: dict[str, set[int]] = field(default_factory=dict)
     assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
+    first_assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
     accumulates: dict[str, list[str]] = field(default_factory=dict)
     # variable -> every variable its value derives from, transitively
     var_deps: dict[str, set[str]] = field(default_factory=dict)
@@ -467,6 +468,7 @@ class _Extractor:
             kernel.origins = dict(scope.origins)
             kernel.pid_deps = {k: sorted(v) for k, v in scope.pid_deps.items() if v}
             kernel.assigns = dict(scope.assigns)
+            kernel.first_assigns = {v: a for v, a in scope.first_assigns.items() if a != scope.assigns.get(v)}
             kernel.accumulates = dict(scope.accumulates)
             kernel.loaded = sorted(scope.loaded)
         else:
@@ -633,6 +635,7 @@ class _Extractor:
         dtype = self._dtype(value, scope)
         for name in targets:
             scope.assigns[name] = (node.lineno, self.code(value))
+            scope.first_assigns.setdefault(name, scope.assigns[name])
         # `B, T, H, K = q.shape` -> B: (q.shape)[0], ...; `a, b = x, y` -> pairwise
         for t in node.targets:
             if isinstance(t, ast.Tuple):
