@@ -304,12 +304,10 @@ def test_block_pointers_gated_on_triton_and_report_says_which(tmp_path):
     p = tmp_path / "gemm.py"
     p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
     entries = [e for e in load_library() if e.id in ("block_pointers", "tma_tensor_descriptors")]
-    from patterns.retriever.launcher import parse_inputs
-
-    skinny = parse_inputs(["a=128x8192:bf16", "b=8192x8192:bf16"])  # memory-bound: one row of tiles streams B
-    old = suggest(p, inputs=skinny, entries=entries, triton="3.4.0", top=10)
-    new = suggest(p, inputs=skinny, entries=entries, triton="3.9.0", top=10)
-    assert old.kernels[0].bottleneck.cls == BottleneckClass.memory
+    # unsized: the bottleneck is unknown and the patterns rank on code evidence alone
+    old = suggest(p, entries=entries, triton="3.4.0", top=10)
+    new = suggest(p, entries=entries, triton="3.9.0", top=10)
+    assert old.kernels[0].bottleneck.rationale[0].startswith("bottleneck unknown")
     assert old.triton == "3.4.0" and new.triton == "3.9.0"
     assert "block_pointers" in [s.pattern_id for s in old.kernels[0].suggestions]
     assert "block_pointers" not in [s.pattern_id for s in new.kernels[0].suggestions]
