@@ -95,7 +95,7 @@ def list_patterns(
 
 
 def example_diff(e: Entry) -> str | None:
-    """The unified diff of the pattern's before.py → after.py; None where the folder has no pair."""
+    """The unified diff of the pattern's before.py → after.py (for a rewrite: what `apply` writes); None without the pair."""
     if not e.has_examples():
         return None
     before = e.file("before.py").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -103,10 +103,18 @@ def example_diff(e: Entry) -> str | None:
     return "".join(difflib.unified_diff(before, after, f"{e.id}/before.py", f"{e.id}/after.py"))
 
 
+def refused(e: Entry) -> list[dict]:
+    """The rewrite's refuse cases (patterns/library/<id>/cases/): what it leaves alone, and why."""
+    from patterns.core.cases import cases
+
+    return [{"case": f"cases/{c.name}.py", "reason": c.reason_text, "note": c.note} for c in cases(e.folder) if c.refuse is not None]
+
+
 def show_pattern(pattern_id: str) -> dict:
-    """One pattern as its schema's JSON, with the before→after diff of its examples under `diff`."""
+    """One pattern as its schema's JSON, with the before→after diff of its examples under `diff`
+    and its rewrite's refuse cases under `refuses`."""
     e = get(pattern_id)
-    return {**e.pattern.model_dump(mode="json"), "diff": example_diff(e)}
+    return {**e.pattern.model_dump(mode="json"), "diff": example_diff(e), "refuses": refused(e)}
 
 
 def _tokens(text: str) -> list[str]:

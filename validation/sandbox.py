@@ -42,7 +42,8 @@ import torch
 from patterns.validation.monitor import Launch, Observed
 
 CHILD = Path(__file__).with_name("child.py")
-MEMORY_CAP = 12 << 30  # bytes of address space (CPU) and of resident memory (any device)
+MEMORY_CAP = 16 << 30  # bytes of address space (CPU) and of resident memory (any device)
+GPU_HOST_MEMORY_CAP = 96 << 30  # resident memory on a GPU host (inputs of GPU shapes pass through host memory)
 FILE_CAP = 8 << 30
 KEPT_ENV = (
     "PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
@@ -151,6 +152,8 @@ class Child:
     def __init__(self, device: str, limits: Limits | None = None):
         self.device = device
         self.limits = limits or Limits()
+        if device != "cpu" and self.limits.memory_bytes == MEMORY_CAP:
+            self.limits.memory_bytes = GPU_HOST_MEMORY_CAP
         self.deadline = time.monotonic() + self.limits.timeout_s
         self.findings: list[Finding] = []
         self.dead: ChildError | None = None

@@ -56,6 +56,12 @@ def collect(spec: OpSpec, ret: Any, args: Inputs) -> Result:
     return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in result.items()}
 
 
+def reference_result(spec: OpSpec, reference: Callable[..., Any], inputs: Inputs) -> Result:
+    """The reference's result on clones of `inputs` (its in-place inputs updated on its own copy)."""
+    args = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    return collect(spec, reference(**args), args)
+
+
 def as_result(out: Any) -> Result:
     """Positional outputs (a tensor or a tuple of them) named `output 0`, `output 1`, ..."""
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
@@ -129,6 +135,8 @@ class Mismatch:
     def describe(self, tol: Tolerance | None = None, against: str = "reference") -> str:
         if self.note:
             return f"{self.where}: {self.note}"
+        if math.isnan(self.got) and not math.isnan(self.want):
+            return f"{self.where} = NaN vs {against} {self.want:.6g} (an element never written?)"
         text = f"{self.where} = {self.got:.6g} vs {against} {self.want:.6g}"
         tol = tol or self.tol
         if tol is not None:
