@@ -38,7 +38,7 @@ from patterns.core.schema import (
 )
 
 MAX_SHARE = 0.35  # a feature held by more of its scope is not distinctive
-SAME_AS = 0.8  # Jaccard of locations above which two techniques are the same one
+SAME_AS = 0.6  # Jaccard of locations above which two techniques are the same one
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _BLOCK = re.compile(r"^(B[A-Z]{0,2}|BLOCK(_SIZE)?_?[A-Z]*|CHUNK_SIZE|BLOCK)$")
 _DTYPES = {"float8": "float8", "fp8": "float8", "e4m3": "float8", "e5m2": "float8", "bfloat16": "bfloat16", "bf16": "bfloat16",

@@ -50,6 +50,7 @@ class Suggestion(StrictModel):
     upstream: list[UpstreamLocation] = Field(default_factory=list)
     measured: list[Measurement] = Field(default_factory=list)
     rewrite: str | None = None
+    rewrite_refusal: str = Field("", description="why `patterns apply` would refuse the rewrite on this kernel (its preconditions do not hold); empty when it applies")
     already_applied: bool = False
 
 
@@ -317,11 +318,12 @@ class ReviewItem(StrictModel):
 
 
 class JournalEvent(StrictModel):
-    """One line of an agent run's journal (JSONL, appended and fsynced)."""
+    """One line of an agent run's journal (JSONL, appended and fsynced). With `--ray` the driver also
+    records each task: `submitted`, `retry` (its worker died), `validated` (the outcome, once per candidate)."""
 
     seq: int = Field(ge=1)
     at: str
-    kind: Literal["start", "resume", "plan", "validating", "attempt", "review", "merge", "finish"]
+    kind: Literal["start", "resume", "plan", "validating", "attempt", "review", "merge", "finish", "submitted", "retry", "validated"]
     data: dict[str, Any] = Field(default_factory=dict)
 
 
