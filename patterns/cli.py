@@ -423,7 +423,10 @@ def _print_report(report) -> None:
         if k.suggestions:
             for i, s in enumerate(k.suggestions, 1):
                 console.print(f"  {i}. [bold]{s.pattern_id}[/]", highlight=False, soft_wrap=True)
-                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {s.rewrite or 'by hand'}"
+                rewrite = s.rewrite or "by hand"
+                if s.rewrite and s.rewrite_refusal:
+                    rewrite = f"{s.rewrite} would likely refuse: {s.rewrite_refusal}"
+                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {rewrite}"
                 for line in _wrap(meta, "     ", width):
                     console.print(f"[dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
                 for m in s.matched[:4]:

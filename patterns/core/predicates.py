@@ -1413,6 +1413,7 @@ def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
     """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
     made = [v for v, (ln, _) in k.assigns.items() if ln == line]
     texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    texts += [e.partition(":")[2] for exprs in k.accumulates.values() for e in exprs]
     for v in made:
         of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
         sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
