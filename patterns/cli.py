@@ -7,6 +7,7 @@ names the file and what is wrong.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -141,8 +142,14 @@ def show_cmd(
             console.print(f"  • [bold]{t.fact}[/]\n    why: {t.why}\n    how: {t.how}")
     diff = api.example_diff(e)
     if diff is not None:
-        console.print(Markdown("## Before → after"))
+        title = f"## Before → after: what `patterns apply {e.id}` writes" if p.transformation.rewrite else "## Before → after"
+        console.print(Markdown(title))
         console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+    refuses = api.refused(e)
+    if refuses:
+        console.print(Markdown("## What the rewrite refuses"))
+        for r in refuses:
+            console.print(f"  • {r['case']}: {r['reason']}" + (f"\n    ({r['note']})" if r["note"] else ""), markup=False)
 
 
 @app.command("search")
@@ -416,7 +423,10 @@ def _print_report(report) -> None:
         if k.suggestions:
             for i, s in enumerate(k.suggestions, 1):
                 console.print(f"  {i}. [bold]{s.pattern_id}[/]", highlight=False, soft_wrap=True)
-                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {s.rewrite or 'by hand'}"
+                rewrite = s.rewrite or "by hand"
+                if s.rewrite and s.rewrite_refusal:
+                    rewrite = f"{s.rewrite} would likely refuse: {s.rewrite_refusal}"
+                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {rewrite}"
                 for line in _wrap(meta, "     ", width):
                     console.print(f"[dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
                 for m in s.matched[:4]:
@@ -485,9 +495,23 @@ def apply_cmd(
 # distilling upstream code (patterns.distill)
 # --------------------------------------------------------------------------------------
 
-from patterns.distill.cli import distill_command  # noqa: E402
+from patterns.distill.cli import distill_command, drafts_app  # noqa: E402
 
 app.command("distill")(distill_command)
+app.add_typer(drafts_app, name="drafts")
+
+
+@drafts_app.command("promote")
+def drafts_promote(draft_id: str = typer.Argument(..., metavar="ID"), drafts: Optional[Path] = typer.Option(None, "--drafts", help="drafts folder (default: the user data directory)"),
+                   library: Optional[Path] = typer.Option(None, "--library", help="library folder (default: the bundled one)")) -> None:
+    """Move a reviewed draft into the library, once its prose and runnable examples exist and the checks pass."""
+    from patterns.distill.drafts import drafts_dir, promote
+    from patterns.core.library import library_dir
+    from patterns.rewriter import REWRITES
+
+    target = promote(drafts_dir(drafts), draft_id, library or library_dir(), rewrites=REWRITES)
+    console.print(f"promoted {draft_id} to {target}")
+
 
 
 # --------------------------------------------------------------------------------------
@@ -503,12 +527,23 @@ def validate_cmd(
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda"),
     format: str = typer.Option("table", "--format", "-f", help="table, json or markdown"),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="run the gate as a Ray task on the cluster at ADDRESS; alone: a Ray instance started here"),
+    ray_resource: Optional[str] = typer.Option(None, "--ray-resource", metavar="NAME=N", help="with --ray: the task asks for N units of this custom resource instead of one GPU"),
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
     # imported here: the gate pulls in torch, which `suggest` must not pay for
     from patterns.validation.cli import validate_command
 
-    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern)
+    gate = None
+    if ray is not None:
+        import functools
+
+        from patterns.agent.fanout import validate_remote
+
+        gate = functools.partial(validate_remote, address=ray, resource=ray_resource)
+    elif ray_resource is not None:
+        raise UsageError("--ray-resource: only with --ray")
+    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, gate=gate)
 
 
 # --------------------------------------------------------------------------------------
@@ -630,8 +665,22 @@ def skill_export_cmd(out: Path = typer.Argument(..., metavar="DIR", help="folder
 # entry point
 # --------------------------------------------------------------------------------------
 
+def ray_address_optional(argv: list[str]) -> list[str]:
+    """`--ray` may stand alone (a Ray instance on this host): `--ray` not followed by an address is `--ray=local`."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--ray" and not (i + 1 < len(argv) and _RAY_ADDRESS.match(argv[i + 1])):
+            arg = "--ray=local"
+        out.append(arg)
+    return out
+
+
+_RAY_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d+)$")
+
+
 def main(argv: list[str] | None = None) -> None:
     # typer handles usage errors itself (exit 2); ours are one line, exit 2, no traceback
+    argv = ray_address_optional(sys.argv[1:] if argv is None else list(argv))
     try:
         app(args=argv)
     except Exception as exc:  # SystemExit (typer's normal exit) is not an Exception: no imports on success

@@ -35,8 +35,11 @@ def validate_command(
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=1, help="seconds for the whole validation (default: the op's timeout_s); past it the candidate is rejected")
     ] = None,
+    gate: Callable[..., EvidenceBundle] | None = None,
 ) -> None:
-    """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
+    """Compare a candidate with the op's baseline and reference; write an evidence bundle.
+
+    `gate`: run_gate's stand-in where the gate runs elsewhere (`patterns validate --ray`: a Ray task)."""
     from patterns.core.library import LibraryError
 
     err = Console(stderr=True)
@@ -44,7 +47,7 @@ def validate_command(
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
     try:
         with err.status(f"validating {op}…") as status:
-            bundle = run_gate(op, candidate, out=out, device=device, pattern=pattern, timeout=timeout, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
+            bundle = (gate or run_gate)(op, candidate, out=out, device=device, pattern=pattern, timeout=timeout, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
     except (OpError, LibraryError) as e:
         _bad_input(err, str(e))
     console = Console()

@@ -95,10 +95,13 @@ class KernelFacts(_Facts):
     origins: dict[str, str] = Field(default_factory=dict, description="local variable -> producing call")
     pid_deps: dict[str, list[int]] = Field(default_factory=dict, description="local variable -> program_id axes it depends on")
     assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, last assigned expression)")
+    first_assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, first assigned expression), where it differs from the last (`x = f(x)` refinements)")
     accumulates: dict[str, list[str]] = Field(default_factory=dict, description="variable -> augmented assignments, 'add:<expr>'")
     launches: list[LaunchFacts] = Field(default_factory=list)
     helpers: list[str] = Field(default_factory=list)
     loaded: list[str] = Field(default_factory=list, description="local variables whose value derives from a load from memory (tl.load, desc.load)")
+    returns_value: bool = Field(False, description="has `return <value>`: a device function (kernels return nothing)")
+    device_function: bool = Field(False, description="a @triton.jit helper, not a kernel: returns a value, or is called by a kernel of the file and never launched in it")
 
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]
@@ -132,6 +135,26 @@ NATIVE_KINDS: dict[str, str] = {
     "gil_release": "releases the Python GIL",
     "gil_acquire": "takes the Python GIL",
     "blocking_wait": "host call that blocks until something else finishes",
+    "scale_ue8m0": "power-of-two (UE8M0, exponent-only) block scale factors",
+    "tmem": "Blackwell tensor memory allocated, loaded or stored (tcgen05.alloc/ld/st)",
+    "stmatrix": "stmatrix: registers to shared memory in MMA fragment layout",
+    "ldmatrix": "ldmatrix: shared memory to registers in MMA fragment layout",
+    "proxy_fence": "async-proxy fence between generic shared-memory writes and TMA/UMMA reads",
+    "named_barrier": "named barrier (bar.sync/bar.arrive with an id) syncing a subset of warps",
+    "elect_one": "elect.sync: one lane of a warp elected to issue work",
+    "prefetch": "L2 or TMA prefetch ahead of use",
+    "fast_math": "approximate math (ex2.approx, rcp.approx, __expf, __fdividef)",
+    "vector_access": "128-bit vectorised or read-only (.nc / __ldg) global accesses",
+    "memory_order": "acquire/release or volatile memory ordering, fences between agents",
+    "ue8m0": "UE8M0 power-of-two scale factors",
+    "smem_opt_in": "kernel attribute raising the dynamic shared memory limit",
+    "cluster_launch": "launch with attributes (cudaLaunchKernelEx: cluster dims, PDL)",
+    "ipc": "inter-process or inter-GPU memory (CUDA IPC handles, NVSHMEM)",
+    "swizzle": "swizzled shared-memory layouts",
+    "jit_compile": "kernels compiled at run time (NVRTC/NVCC, cuModuleLoad, cuLaunchKernel)",
+    "cvt_pack": "packed conversions (cvt.rn.satfinite e4m3x2, float2 to bf16x2)",
+    "warp_vote": "warp votes and bit counts (__ballot_sync, __popc) for compaction",
+    "cub": "CUB block/warp collectives (BlockReduce, BlockScan, WarpReduce)",
     "persistent_loop": "a loop that fetches the next tile from a scheduler or strides by the grid (persistent kernel)",
     "scale_promotion": "scaled partial results accumulated into a higher-precision accumulator (`acc += scale * partial`)",
     "template_specialization": "explicit template specialisation (`template <>`)",

@@ -123,6 +123,11 @@ def _hit(calls: list[CallSite], what: str, min_count: int = 1) -> Verdict:
 
 def readable(patterns: list[str]) -> str:
     """Regular expressions of a condition as a reader would say them: `(.*\\.)?(exp|exp2)` -> exp/exp2."""
+    return _readable(tuple(patterns))
+
+
+@lru_cache(maxsize=4096)
+def _readable(patterns: tuple[str, ...]) -> str:
     out: list[str] = []
     for p in patterns:
         p = p.replace("(?i)", "")
@@ -159,7 +164,24 @@ def _kernel(s: Subject) -> KernelFacts:
 
 
 def _matches_any(value: str, patterns: list[str]) -> bool:
-    return any(p.fullmatch(value) for p in _compiled(tuple(patterns)))
+    return _combined(tuple(patterns)).fullmatch(value) is not None
+
+
+@lru_cache(maxsize=None)
+def _combined(patterns: tuple[str, ...]) -> re.Pattern:
+    """One alternation for a list of patterns: a single regex pass per value (a leading (?i) kept scoped)."""
+    parts = [f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in patterns]
+    try:
+        return re.compile("|".join(parts))
+    except re.error:  # a pattern with flags elsewhere: match them one by one
+        compiled = _compiled(patterns)
+
+        class _Any:
+            @staticmethod
+            def fullmatch(value: str):
+                return next((m for p in compiled if (m := p.fullmatch(value))), None)
+
+        return _Any()  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=None)
@@ -462,10 +484,11 @@ def autotuned(s: Subject, *, min_configs: int = 1, keyed: bool | None = None) ->
 
 
 @predicate()
-def heuristics(s: Subject, *, names: list[str] | None = None) -> Verdict:
-    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions)."""
+def heuristics(s: Subject, *, names: list[str] | None = None, values: list[str] | None = None) -> Verdict:
+    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions; `values`: whose derivation contains a match, e.g. `is not None`)."""
     k = _kernel(s)
-    keys = [h for h in k.heuristics if names is None or _matches_any(h, names)]
+    keys = [h for h, text in k.heuristics.items() if (names is None or _matches_any(h, names))
+            and (values is None or any(p.search(text) for p in _compiled(tuple(values))))]
     return Verdict(ok=bool(keys), lines=[k.line] if keys else [], reasons=[f"@triton.heuristics for {', '.join(keys)}" if keys else "no matching @triton.heuristics"])
 
 
@@ -1088,6 +1111,86 @@ def modulo_indexed_load(s: Subject) -> Verdict:
     return _hit(hits, "tl.load indexed modulo a program-independent size")
 
 
+# --------------------------------------------------------------------------------------
+# technique features (mined by patterns.distill.techniques; any pattern may use them)
+# --------------------------------------------------------------------------------------
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _closure(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """Names an expression derives from, through the kernel's (last) assignments."""
+    seen: set[str] = set()
+    frontier = set(_IDENT.findall(text))
+    for _ in range(depth):
+        nxt: set[str] = set()
+        for n in frontier - seen:
+            seen.add(n)
+            if n in k.assigns:
+                nxt |= set(_IDENT.findall(k.assigns[n][1]))
+        frontier = nxt
+    return seen | frontier
+
+
+@predicate()
+def calls_with_arg(s: Subject, *, name: list[str], arg: list[str], min_count: int = 1) -> Verdict:
+    """Kernel calls a function matching `name` (regular expressions) with a positional or keyword argument whose text contains a match of `arg` (regular expressions), e.g. `.to(tl.int64)`."""
+    rx = _compiled(tuple(arg))
+    hits = [c for c in _kernel(s).calls if _call_matches(c, name)
+            and any(p.search(a) for a in [*c.args, *c.kwargs.values()] for p in rx)]
+    return _hit(hits, f"call {readable(name)} with argument {readable(arg)}", min_count)
+
+
+@predicate()
+def indirect_load(s: Subject, *, index: list[str], min_count: int = 1) -> Verdict:
+    """A tl.load/tl.store whose address derives from values loaded out of an index table (a parameter matching `index`, regular expressions): a gather through block tables, token maps or sorted ids."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    # loaded variables whose own load reads the index table
+    idx_vars = {v for v in loaded if v in k.assigns and "load" in k.assigns[v][1]
+                and any(_matches_any(n, index) for n in _closure(k, k.assigns[v][1]) if k.param(n) is not None)}
+    hits = []
+    for c in k.calls_named("tl.load", "tl.store"):
+        ptr = c.args[0] if c.args else c.kwargs.get("pointer", "")
+        if ptr and _closure(k, ptr) & idx_vars:
+            hits.append(c)
+    return _hit(hits, f"load/store addressed through values read from {readable(index)}", min_count)
+
+
+@predicate()
+def kernel_named(s: Subject, *, names: list[str], docstring: bool = False) -> Verdict:
+    """The kernel's name (or, with docstring, its docstring) contains a match of one of `names` (regular expressions): what upstream calls the technique."""
+    k = _kernel(s)
+    text = k.docstring if docstring else k.name
+    m = next((p.search(text) for p in _compiled(tuple(names)) if p.search(text)), None)
+    where = "docstring" if docstring else "name"
+    if m:
+        return Verdict(ok=True, lines=[k.line], reasons=[f"kernel {where} mentions '{m.group(0)[:40]}' (line {k.line})"])
+    return Verdict(ok=False, reasons=[f"kernel {where} does not mention {readable(names)}"])
+
+
+@predicate(scope="file")
+def dispatch_table(s: Subject, *, keys: list[str] | None = None, min_entries: int = 2) -> Verdict:
+    """A module-level dict maps at least min_entries keys (their text matching `keys`, regular expressions, when given) to functions or kernels: implementations chosen by a table, not an if-chain."""
+    f = s.file
+    callables = set(f.host_functions) | {k.name for k in f.kernels} | set(f.imports)
+    for name, text in f.constants.items():
+        if not text.lstrip().startswith("{") or len(text) > 20_000:
+            continue
+        node = _parse(text)
+        if not isinstance(node, ast.Dict):
+            continue
+        pairs = []
+        for kn, vn in zip(node.keys, node.values):
+            if kn is None:
+                continue
+            target = vn.id if isinstance(vn, ast.Name) else (ast.unparse(vn).split(".")[0] if isinstance(vn, ast.Attribute) else "")
+            if target in callables and (keys is None or any(p.search(ast.unparse(kn)) for p in _compiled(tuple(keys)))):
+                pairs.append(ast.unparse(kn))
+        if len(pairs) >= min_entries:
+            return Verdict(ok=True, reasons=[f"dispatch table {name}: {len(pairs)} keys ({', '.join(pairs[:3])[:60]}) map to functions"])
+    return Verdict(ok=False, reasons=["no module-level table of functions"])
+
 # ======================================================================================
 # p14a block (issue #14: memory/layout, reductions, fusion, launch, numerics patterns).
 # Helper p14b adds its own block; keep these together to keep merges easy.
@@ -1188,13 +1291,20 @@ def atomic_value(s: Subject, *, reduced: bool, scalar_address: bool = True) -> V
     for c in k.calls:
         if not c.name.startswith("tl.atomic_") or c.name == "tl.atomic_cas" or len(c.args) < 2:
             continue
-        addr = c.args[0]
-        addr_lanes = "tl.arange" in addr or bool(set(re.findall(r"\w+", addr)) & _expand_names(k, addr) & lanes) or bool(_expand_names(k, addr) & lanes)
+        # lanes that add nothing (`o * 0`, tl.zeros_like(o)) are the usual way to give a block value one address
+        addr = re.sub(r"\b\w+\s*\*\s*0\b|\btl\.zeros(_like)?\([^()]*\)|\bl?\w*\s*\*\s*0\b", "0", c.args[0])
+        def has_lanes(text: str) -> bool:
+            reach = _expand_names(k, text, depth=6)
+            return "tl.arange" in text or bool(reach & lanes) or any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
+        addr_lanes = has_lanes(addr)
         if scalar_address and addr_lanes:
             continue
         value = c.args[1]
         names = _expand_names(k, value, stop_at_reduction=True)
         is_reduced = any(r + "(" in value for r in _REDUCTIONS) or any(k.origins.get(n) in _REDUCTIONS for n in names)
+        if not is_reduced and not has_lanes(value):
+            continue  # a scalar (a count of 1, a flag): nothing to reduce
         if is_reduced == reduced:
             hits.append(c)
     what = "atomic of a block reduction" if reduced else "atomic of an unreduced block"
@@ -1280,11 +1390,14 @@ def residual_add_stored(s: Subject) -> Verdict:
 _EXP = [r"(.*[._])?(exp|exp2|expf|fast_expf|exp2f)"]
 
 
-def _shift_of(k: KernelFacts, arg: str) -> bool:
-    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one."""
+def _shift_of(k: KernelFacts, arg: str, depth: int = 2) -> bool:
+    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one
+    (a bare name is followed to its assignment: `d = x - m; exp(d)`)."""
     node = _parse(arg)
     if node is None:
         return False
+    if isinstance(node, ast.Name) and node.id in k.assigns and depth > 0:
+        return _shift_of(k, k.assigns[node.id][1], depth - 1)
     for sub in ast.walk(node):
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub):
             right = ast.unparse(sub.right)
@@ -1296,9 +1409,25 @@ def _shift_of(k: KernelFacts, arg: str) -> bool:
     return False
 
 
+def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
+    """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
+    made = [v for v, (ln, _) in k.assigns.items() if ln == line]
+    texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    texts += [e.partition(":")[2] for exprs in k.accumulates.values() for e in exprs]
+    for v in made:
+        of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
+        sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
+        sums |= {w for w, exprs in k.accumulates.items() if any(re.search(of_v, e) for e in exprs)}
+        for t in texts:
+            for d in [of_v, *(rf"\b{re.escape(w)}\b" for w in sums)]:
+                if re.search(rf"/\s*\(?\s*{d}", t) or re.search(rf"log2?\(\s*{d}", t):
+                    return True
+    return False
+
+
 @predicate()
-def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
-    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads."""
+def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True, normalised: bool = False) -> Verdict:
+    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads; normalised: only exps divided by (or logged through) their own tl.sum, as in a softmax."""
     k = _kernel(s)
     loaded = set(k.loaded)
     hits = []
@@ -1306,6 +1435,8 @@ def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True) -> Verdict:
         if not _call_matches(c, _EXP) or not c.args:
             continue
         if of_loaded and not (set(c.depends_on) & loaded or "load(" in c.args[0]):
+            continue
+        if normalised and not _normalised_by_sum(k, c.line):
             continue
         if _shift_of(k, c.args[0]) == shifted:
             hits.append(c)
@@ -1381,15 +1512,21 @@ def serial_prefix_loop(s: Subject) -> Verdict:
         if any(c.name == "tl.arange" for c in inside):
             continue
         block = {v for v, o in k.origins.items() if o == "tl.arange"}
+        if any(c.name == "tl.load" and c.args and (_expand_names(k, c.args[0], 6) & block or "tl.arange" in c.args[0]) for c in inside):
+            continue  # vector loads: each iteration already works on a block (a row loop)
         for var in lp.assigned:
             if var == lp.target:
                 continue
             adds = [e for e in k.accumulates.get(var, []) if e.startswith("add:")]
             expr = k.assigns.get(var, (0, ""))[1]
-            self_add = bool(re.search(rf"\b{re.escape(var)}\s*\+|\+\s*{re.escape(var)}\b", expr))
-            if not (adds or self_add):
-                continue
-            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1 and re.search(rf"\b{re.escape(var)}\b", c.args[1])]
+            v = re.escape(var)
+            self_add = bool(re.search(rf"\b{v}\s*\+|\+\s*{v}\b", expr))
+            scaled = re.search(rf"\*\s*{v}\b|\b{v}\s*\*", expr) or "multiply" in {e.partition(":")[0] for e in k.accumulates.get(var, [])}
+            if not (adds or self_add) or scaled:
+                continue  # a decayed state (h = a * h + x) is a recurrence, not a prefix sum
+            # the running total itself is stored, not something computed from it
+            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1
+                      and re.fullmatch(rf"{v}(\.to\(.*\))?", c.args[1].strip())]
             loads = [c for c in inside if c.name == "tl.load"]
             if stores and loads and not (set(stores[0].depends_on) & block and "arange" in stores[0].args[0]):
                 return Verdict(ok=True, lines=[lp.line, stores[0].line],
@@ -1402,13 +1539,14 @@ def softplus_form(s: Subject, *, guarded: bool) -> Verdict:
     """log(1 + exp(x)) written inline, (guarded) inside a tl.where / clamp that returns x for large x, or (not guarded) bare: exp(x) overflows for x > 88 in fp32."""
     k = _kernel(s)
     hits = []
-    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store", "tl.where") for a in c.args]
+    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store") for a in c.args]
     seen_lines = set()
     for line, text in texts:
         if line in seen_lines:
             continue
         norm = text.replace(" ", "")
-        m_ = re.search(r"(log1p\((tl\.(math\.)?)?exp\(|log\(1(\.0?)?\+(tl\.(math\.)?)?exp\(|log2\(1(\.0?)?\+(tl\.(math\.)?)?exp2\()", norm)
+        # log(1 + exp(x)), log(exp(x) + 1), log1p(exp(x)), log2(1 + exp2(x))
+        m_ = re.search(r"log(1p|2)?\((1(\.0?)?\+)?(tl\.(math\.)?)?exp2?\(", norm)
         if not m_:
             continue
         is_guarded = "where(" in norm or "minimum(" in norm or "maximum(" in norm
@@ -1447,12 +1585,16 @@ def short_constant_loop(s: Subject, *, max_trip: int = 16) -> Verdict:
 
 
 @predicate()
-def masked_loop_loads(s: Subject) -> Verdict:
-    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile)."""
+def masked_loop_loads(s: Subject, *, bound: list[str] | None = None) -> Verdict:
+    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile); bound: only loops whose range names a runtime parameter matching these (model dimensions such as K, D, hidden, not token counts)."""
     k = _kernel(s)
+    # a constexpr bound already tells the compiler whether the tail exists: only runtime bounds count
+    params = {p.name for p in k.params if not p.constexpr}
     hits = []
     for lp in k.loops:
         if lp.kind == "tl.static_range":
+            continue
+        if bound is not None and not any(_matches_any(n, bound) for n in set(re.findall(r"[A-Za-z_]\w*", lp.iter)) & params):
             continue
         for c in k.calls:
             if c.name != "tl.load" or c.via or not c.loops or c.loops[-1] != lp.line:
@@ -1463,19 +1605,38 @@ def masked_loop_loads(s: Subject) -> Verdict:
     return _hit(hits, "masked tl.load whose mask moves with the loop index")
 
 
+def _add_terms(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _add_terms(node.left) + _add_terms(node.right)
+    return [node]
+
+
 @predicate()
 def indirect_offset_load(s: Subject) -> Verdict:
-    """A block load whose address adds a value the kernel loaded (a start offset, a page index, a token id): the compiler cannot prove its alignment."""
+    """A block load whose address adds, unscaled, an element offset the kernel loaded (`x + start + o` with start from cu_seqlens or an index table): nothing tells the compiler that offset is aligned, so the load cannot vectorise."""
     k = _kernel(s)
     loaded = set(k.loaded)
+
+    def lanes(text: str) -> bool:
+        reach = _expand_names(k, text, 6)
+        return "tl.arange" in text or any(k.origins.get(n) == "tl.arange" or "tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
     hits = []
     for c in k.calls_named("tl.load", "tl.store"):
         if not c.args or c.via:
             continue
-        names = _expand_names(k, c.args[0], 3)
-        if names & loaded and ("tl.arange" in c.args[0] or any(k.origins.get(n) == "tl.arange" for n in names)):
+        text = c.args[0].strip()
+        if re.fullmatch(r"\w+", text) and text in k.assigns:
+            text = k.assigns[text][1]
+        node = _parse(text)
+        if node is None or not lanes(text):
+            continue
+        terms = _add_terms(node)
+        # a bare loaded name (or a parenthesised sum containing one) added to the address
+        flat = [t for term in terms for t in _add_terms(term)]
+        if any(isinstance(t, ast.Name) and t.id in loaded and k.origins.get(t.id) == "tl.load" for t in flat):
             hits.append(c)
-    return _hit(hits, "block access at an offset loaded from memory")
+    return _hit(hits, "block access at an unscaled offset loaded from memory")
 
 
 @predicate()
@@ -1502,6 +1663,40 @@ def runtime_loop_bound(s: Subject) -> Verdict:
     if hits:
         return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` runs to a runtime length (line {hits[0].line})"])
     return Verdict(ok=False, reasons=["no loop bounded by a runtime parameter"])
+
+@predicate()
+def optional_operand_flag(s: Subject) -> Verdict:
+    """A tl.constexpr flag set from whether an operand is given (`HAS_BIAS=bias is not None` at the launch, or in @triton.heuristics): the kernel is compiled with and without the operand."""
+    k = _kernel(s)
+    none_test = re.compile(r"\bis\s+(not\s+)?None\b")
+    for name, text in k.heuristics.items():
+        if none_test.search(text):
+            return Verdict(ok=True, lines=[k.line], reasons=[f"@triton.heuristics sets {name} from `{' '.join(text.split())[:50]}`"])
+    constexprs = set(k.constexprs)
+    for la in k.launches:
+        for _pos, name, text in _launch_sources(s, la):
+            if name in constexprs and none_test.search(text):
+                return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
+    return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
+
+@predicate()
+def chunked_row_loop(s: Subject) -> Verdict:
+    """A loop walks a runtime length in steps of a tl.constexpr block (`range(0, D, BLOCK)`) and reduces what it loads there (tl.sum/max/min or `acc +=`): a row tiled in fixed-size chunks instead of one block the width of the row."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    consts = set(k.constexprs)
+    for lp in k.loops:
+        if lp.kind not in ("range", "tl.range") or len(lp.args) < 3:
+            continue
+        if not (set(re.findall(r"[A-Za-z_]\w*", lp.args[1])) & runtime) or not (set(re.findall(r"[A-Za-z_]\w*", lp.args[2])) & consts):
+            continue
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(_called(c, ("tl.dot",)) for c in inside):
+            continue  # a GEMM's K loop, not a row
+        reduces = any(c.name in _REDUCTIONS for c in inside) or any(v in k.accumulates for v in lp.assigned)
+        if reduces and any(c.name == "tl.load" for c in inside):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"loop `{lp.iter}` reduces the row in chunks (line {lp.line})"])
+    return Verdict(ok=False, reasons=["no loop reducing a row in constexpr-sized chunks"])
 
 # ======================================================================================
 # end of the p14a block
@@ -1782,3 +1977,84 @@ def state_in_out(s: Subject) -> Verdict:
                 return Verdict(ok=True, lines=[stores_out[0].line],
                                reasons=[f"state {var} starts from a load and is stored after the loop at line {lp.line} (line {stores_out[0].line})"])
     return Verdict(ok=False, reasons=["the recurrent state neither starts from memory nor is stored after the loop"])
+
+
+@predicate()
+def partial_row_stats(s: Subject) -> Verdict:
+    """A running max and a sum of exponentials are stored as partials, at an address over two program axes (row and split): a split reduction waiting for a merge."""
+    k = _kernel(s)
+    maxes = {v for v, (_, e) in k.assigns.items() if "tl.max(" in e}
+    sums = {v for v, (_, e) in k.assigns.items() if "tl.sum(" in e and ("exp" in e or "exp" in _expanded(k, e, 1))}
+
+    def split_store(names: set[str]) -> CallSite | None:
+        for c in k.calls:
+            if c.name == "tl.store" and len(c.args) >= 2 and c.args[1].strip() in names:
+                axes = {a for n in _reach(k, c.args[0]) for a in k.pid_deps.get(n, [])}
+                if len(axes) >= 2:
+                    return c
+        return None
+
+    a, b = split_store(maxes), split_store(sums)
+    if a and b:
+        return Verdict(ok=True, lines=sorted({a.line, b.line}), reasons=[f"partial max and sum-exp stored per (row, split) (lines {a.line}, {b.line})"])
+    return Verdict(ok=False, reasons=["no partial max and sum-exp stored per program pair"])
+
+
+
+def _int64_names(k: KernelFacts) -> set[str]:
+    """Variables holding int64 values: cast with .to(tl.int64), or computed from one that is."""
+    wide: set[str] = set()
+    for _ in range(4):  # through a few levels of assignments
+        for var, (_, text) in k.assigns.items():
+            if "int64" in text or any(re.search(rf"\b{re.escape(w)}\b", text) for w in wide):
+                wide.add(var)
+    return wide
+
+
+def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4) -> list[str]:
+    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value."""
+    tree = _parse(text)
+    if tree is None:
+        return []
+    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
+    pids = {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
+            and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+
+    def narrow_pid(node: ast.expr) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in pids:
+                return True
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.program_id" and "int64" not in ast.unparse(node):
+                return True
+        return False
+
+    def reads_runtime(node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in runtime for n in ast.walk(node))
+
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            if (narrow_pid(n.left) and reads_runtime(n.right)) or (narrow_pid(n.right) and reads_runtime(n.left)):
+                out.append(ast.unparse(n))
+        elif isinstance(n, ast.Name) and depth and n.id in k.assigns and n.id not in pids:
+            # through the assignment, even of an int64 value: `(i_b * T + i_t) * H + i_h` multiplies in int32
+            # before the int64 i_h joins
+            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1)
+    return out
+
+
+@predicate()
+def int32_pid_offsets(s: Subject, *, min_count: int = 1) -> Verdict:
+    """A load or store address multiplies a program id that is still int32 by a runtime value (`i_b * T * D`,
+    `pid * stride`): past 2^31 elements the product wraps and the address goes negative. Program ids cast with
+    `.to(tl.int64)`, and values computed from them, are int64."""
+    k = _kernel(s)
+    wide = _int64_names(k)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    hits = []
+    for c in k.calls:
+        if c.name in ("tl.load", "tl.store") or c.name.startswith("tl.atomic_"):
+            address = c.args[0] if c.args else c.kwargs.get("pointer", "")
+            if _int32_pid_products(k, address, wide, runtime):
+                hits.append(c)
+    return _hit(hits, "address with an int32 program id times a runtime stride", min_count)
