@@ -50,6 +50,7 @@ class Suggestion(StrictModel):
     upstream: list[UpstreamLocation] = Field(default_factory=list)
     measured: list[Measurement] = Field(default_factory=list)
     rewrite: str | None = None
+    rewrite_refusal: str = Field("", description="why `patterns apply` would refuse the rewrite on this kernel (its preconditions do not hold); empty when it applies")
     already_applied: bool = False
 
 
