@@ -72,6 +72,17 @@ def list_cmd(
     console.print(table)
 
 
+def _measured_table(title: str, measured) -> Table:
+    """Measurements with their metric spelt out: a speed ratio only where the metric is speedup."""
+    t = Table(title=title, title_justify="left")
+    for col in ("hardware", "shapes", "baseline", "candidate", "metric", "ratio"):
+        t.add_column(col, overflow="fold")
+    for m in measured:
+        t.add_row(m.hardware, m.shapes, m.baseline, m.candidate, "speed (x)" if m.metric == "speedup" else f"{m.metric} (not speed)",
+                  f"{m.ratio:.3g}")
+    return t
+
+
 @app.command("show")
 def show_cmd(
     pattern_id: str = typer.Argument(..., metavar="ID", help="pattern id, e.g. tf32x3_dot_precision"),
@@ -114,13 +125,15 @@ def show_cmd(
     console.print(Markdown("## Evidence"))
     for u in p.evidence.upstream:
         console.print(f"  • {u.ref}" + (f" — {u.note}" if u.note else ""))
+    from patterns.core.user_evidence import records
+
     if p.evidence.measured:
-        t = Table("hardware", "shapes", "baseline", "candidate", "ratio", "command")
-        for m in p.evidence.measured:
-            t.add_row(m.hardware, m.shapes, m.baseline, m.candidate, f"{m.ratio:.2f}", m.command)
-        console.print(t)
+        console.print(_measured_table("measured (the library's curated evidence)", p.evidence.measured))
     else:
-        console.print("  [dim]no measured results yet[/]")
+        console.print("  [dim]no measured results in the library yet[/]")
+    mine = [r.measurement for r in records(p.id)]
+    if mine:
+        console.print(_measured_table("your local evidence (your evidence store; `patterns evidence export` to propose it)", mine))
     if p.traps:
         console.print(Markdown("## Traps"))
         for t in p.traps:
@@ -266,6 +279,8 @@ def suggest_cmd(
 
 
 def _print_report(report) -> None:
+    from patterns.core.user_evidence import describe
+
     for k in report.kernels:
         b = k.bottleneck
         console.print(f"\n[bold]{k.kernel}[/] [dim]{k.path}:{k.line} · {k.gpu} · {b.source}[/]")
@@ -281,7 +296,8 @@ def _print_report(report) -> None:
             t.add_column("safety / evidence", ratio=2)
             for i, s in enumerate(k.suggestions, 1):
                 ev = [f"{u.project} {u.path}:{u.lines[0]}" for u in s.upstream[:2]]
-                ev += [f"measured {m.ratio:.2f}× on {m.hardware}" for m in s.measured[:1]]
+                ev += [f"measured: {describe(m)}" for m in s.measured[:1]]
+                ev += [f"yours: {describe(m)}" for m in s.local_measured[-1:]]
                 t.add_row(
                     str(i),
                     f"[bold]{s.pattern_id}[/]\n{s.title}\n[dim]score {s.score:.2f} · rewrite: {s.rewrite or 'by hand'}[/]",
@@ -440,6 +456,53 @@ def spec_init_cmd(
         path = init_spec(req, check=check)
     console.print(f"wrote {path}" + (" (checked: reference and launcher agree on the outputs' shapes)" if check else " (not checked)"), highlight=False, soft_wrap=True)
     console.print(f"next: patterns validate {path} · patterns agent {path}", highlight=False, soft_wrap=True)
+
+
+evidence_app = typer.Typer(name="evidence", help="Your own evidence: what accepted reviews measured on your kernels, kept apart from the library.", no_args_is_help=True)
+app.add_typer(evidence_app, name="evidence")
+
+
+@evidence_app.command("list")
+def evidence_list_cmd(
+    pattern_id: Optional[str] = typer.Option(None, "--pattern", help="only this pattern"),
+    format: Format = typer.Option(Format.table, "--format", help="table or json"),
+) -> None:
+    """Your evidence records, per pattern (speed only from GPU bundles; CPU results are error ratios)."""
+    from patterns.core.schema import Measurement
+    from patterns.core.user_evidence import describe, evidence_home
+
+    rows = api.evidence_records(pattern_id)
+    if format == Format.json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"{len(rows)} evidence records in {evidence_home()}", title_justify="left")
+    for col in ("pattern", "result", "shapes", "target", "review item"):
+        table.add_column(col, overflow="fold", no_wrap=col == "review item")
+    for r in rows:
+        table.add_row(r["pattern_id"], describe(Measurement.model_validate(r["measurement"])), r["measurement"]["shapes"], r["target"], r["item"])
+    console.print(table)
+
+
+@evidence_app.command("export")
+def evidence_export_cmd(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the patch here (default: stdout)"),
+    pattern_id: Optional[str] = typer.Option(None, "--pattern", help="only this pattern"),
+    metric: Optional[str] = typer.Option(None, "--metric", help="only this metric (speedup: GPU speed ratios; max-rel-err-vs-baseline: error ratios)"),
+) -> None:
+    """A patch adding your measurements to the library's pattern.yaml files, for a maintainer to review and `git apply`."""
+    from patterns.core import files
+
+    patch, bundles = api.evidence_patch(pattern_id, metric)
+    if not patch:
+        err_console.print("nothing to export: no record of yours is missing from the library", highlight=False)
+        return
+    if out is None:
+        sys.stdout.write(patch)
+    else:
+        files.write_atomic(out, patch.encode())
+        err_console.print(f"wrote {out}: review it, then `git apply {out}` in the checkout", highlight=False, soft_wrap=True)
+    if bundles:
+        err_console.print("the evidence bundles it cites (commit them beside the change):\n  " + "\n  ".join(dict.fromkeys(bundles)), highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------------------

@@ -395,13 +395,14 @@ def init_spec(req: Request, check: bool = True) -> Path:
 # --------------------------------------------------------------------------------------
 
 
-def probe(spec_path: Path, timeout: float = PROBE_TIMEOUT_S) -> None:
-    """Call the spec's reference and launcher once (smallest CPU shape, first dtype, Triton's interpreter)
-    in a child process with a time limit; SpecError naming the file when they do not fit."""
+def probe(spec_path: Path, baseline: Path | None = None, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Call the spec's reference and launcher (or `baseline`'s launcher of the same name) once, on the
+    smallest CPU shape in the first dtype under Triton's interpreter, in a child process with a time
+    limit; SpecError naming the file when they do not fit."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, "-m", "patterns.specinit", str(spec_path), *([str(baseline)] if baseline else [])]
     try:
-        run = subprocess.run([sys.executable, "-m", "patterns.specinit", str(spec_path)], capture_output=True, text=True,
-                             timeout=timeout, env=env)
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise SpecError(f"{spec_path}: the check (one call of the reference and the launcher) ran over {timeout:g} s") from None
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("{")]
@@ -413,8 +414,10 @@ def probe(spec_path: Path, timeout: float = PROBE_TIMEOUT_S) -> None:
         raise SpecError(result["error"])
 
 
-def _probe_here(spec_path: str) -> str:
+def _probe_here(spec_path: str, baseline: str | None = None) -> str:
     """The check itself (run by `probe` in the child); '' when the spec fits, else the one-line error."""
+    import dataclasses
+
     from patterns.core import interpreter
     from patterns.core.ops import load_reference, load_spec, resolve, source_path, split_target
     from patterns.validation.runner import ResultError, clone_inputs, collect
@@ -424,6 +427,8 @@ def _probe_here(spec_path: str) -> str:
         spec = load_spec(spec_path)
     except OpError as exc:
         return str(exc)
+    if baseline:
+        spec = dataclasses.replace(spec, baseline=f"{baseline}:{split_target(spec.baseline)[1]}")
     kernel, (_, launcher_name) = source_path(spec, spec.baseline), split_target(spec.baseline)
     ref_file = spec.reference.rpartition(":")[0]
     try:
@@ -466,7 +471,7 @@ def _first(exc: BaseException) -> str:
 
 if __name__ == "__main__":
     try:
-        error = _probe_here(sys.argv[1])
+        error = _probe_here(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
     except Exception as exc:  # noqa: BLE001 - anything else: still one line for the parent
         error = f"{sys.argv[1]}: the check failed: {type(exc).__name__}: {_first(exc)}"
     print(json.dumps({"error": error}))
