@@ -418,6 +418,7 @@ def spec_init_cmd(
     reference_file: Optional[str] = typer.Option(None, "--reference-file", help="a .py file with the reference (FUNC: `reference`, the launcher's name or its one function; ref.py:FUNC to choose); it may define make_inputs, bytes_moved, flops"),
     shape: list[str] = typer.Option([], "--shape", help="a tensor parameter's dimensions, NAME=DIMS (repeat): x=N,D  weight=D  state=B,H,64,64"),
     dtype: list[str] = typer.Option([], "--dtype", help="activation dtype to check (repeat; default float32 and bfloat16), or NAME=DTYPE for one tensor"),
+    gpu_dtype: list[str] = typer.Option([], "--gpu-dtype", help="activation dtype on the GPU (repeat; default: the 16-bit ones of --dtype)"),
     value: list[str] = typer.Option([], "--value", help="a non-tensor parameter, NAME=LITERAL (repeat): eps=1e-6 causal=True"),
     gpu_shape: list[str] = typer.Option([], "--gpu-shape", help="sizes timed on the GPU, N=4096,D=4096 (repeat)"),
     cpu_shape: list[str] = typer.Option([], "--cpu-shape", help="sizes checked under the interpreter (repeat; default: small odd sizes derived from the GPU shapes)"),
@@ -450,7 +451,7 @@ def spec_init_cmd(
             raise UsageError(f"--value: expected NAME=LITERAL, got '{item}'")
         values[name] = _parse_value(text)
     req = Request(kernel=kernel_file, launcher=kernel, reference=reference, reference_file=reference_file, shapes=dims,
-                  dtypes=tuple(grid), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
+                  dtypes=tuple(grid), gpu_dtypes=tuple(gpu_dtype), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
                   cpu_shapes=_sizes(cpu_shape, "--cpu-shape"), inplace=tuple(inplace), scratch=tuple(scratch), out=out, force=force)
     with err_console.status(f"checking {kernel_file.name} against its reference…"):
         path = init_spec(req, check=check)

@@ -135,6 +135,14 @@ def test_agent_review_accept_changes_the_users_file_and_store_only(user: dict) -
     # ... and nothing of the library or of kernels/ changed
     assert tree_hashes(LIBRARY_DIR, kernels_dir()) == library_and_kernels
 
+    # the run as the GPU report renders it (python -m patterns.agent.report): on a CPU nothing is timed
+    r = subprocess.run([sys.executable, "-m", "patterns.agent.report", user["env"]["PATTERNS_AGENT_HOME"], "--target", "softmax=mine",
+                        "--out", str(user["dir"] / "report")], env=user["env"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (rep,) = json.loads((user["dir"] / "report" / "report.json").read_text())
+    assert rep["verdict"]["kind"] == "not timed" and PATTERN in rep["verdict"]["text"]
+    assert [a["pattern_id"] for a in rep["chain"]][0] == PATTERN and rep["chain"][0]["checks"]["layers"]["correctness"]["passed"] > 0
+
     # show and suggest's data: the user's evidence under its own label, the curated list untouched
     shown = json.loads(cli(user, "show", PATTERN, "--format", "json").stdout)
     assert [e["item"] for e in shown["local_evidence"]] == [item["id"]] and item["id"] not in json.dumps(shown["evidence"])
@@ -193,3 +201,23 @@ def test_bad_input_is_one_line_naming_the_file(user: dict) -> None:
     one_line_error(cli(user, "agent", spec_file, "--device", "cpu"), "softmax.py: the launcher softmax cannot be called", "TypeError")
     # a kernel file the agent cannot place, with the way out in the message
     one_line_error(cli(user, "agent", "softmax.py", "--device", "cpu"), "softmax.py: cannot tell which op it implements", "patterns spec init")
+
+
+def test_report_verdicts() -> None:
+    from patterns.agent.report import verdict
+
+    def row(step, pattern, outcome, layer="", reason="", geo=None, lo=None):
+        speed = {"geomean": geo, "ci95": [lo, geo + 0.05], "shapes": []} if geo is not None else None
+        return {"step": step, "pattern_id": pattern, "outcome": outcome, "layer": layer, "reason": reason, "speed": speed}
+
+    faster = verdict([row(1, "a", "failed", "performance", "0.9x", 0.9, 0.85), row(2, "b", "passed", geo=1.4, lo=1.2), row(3, "c", "passed", geo=1.1, lo=1.05)])
+    assert (faster["kind"], faster["pattern_id"], faster["geomean"]) == ("faster", "b", 1.4)
+    # a pass whose interval reaches 1 is not a win
+    flat = verdict([row(1, "b", "passed", geo=1.01, lo=0.98)])
+    assert flat["kind"] == "nothing helps" and flat["layer"] == "performance" and "1.010x" in flat["reason"]
+    # where most attempts stopped; the last one on a tie
+    stuck = verdict([row(1, "a", "refused", "rewrite", "r1"), row(2, "b", "failed", "correctness", "c1"), row(3, "c", "refused", "rewrite", "r2")])
+    assert (stuck["kind"], stuck["layer"], stuck["reason"]) == ("nothing helps", "rewrite", "r2")
+    tie = verdict([row(1, "a", "refused", "rewrite", "r1"), row(2, "b", "failed", "integrity", "i1")])
+    assert (tie["layer"], tie["reason"]) == ("integrity", "i1")
+    assert verdict([])["layer"] == "plan"

@@ -240,6 +240,8 @@ def _dtypes(spec) -> tuple[str, dict[str, str]]:
     inputs = spec.make_inputs(dict(spec.shapes[0]), dtype, 0, "cpu")
     overrides = {}
     for name, value in inputs.items():
+        if name in spec.scratch:  # working memory, not the op's data
+            continue
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             kind = str(value.dtype).removeprefix("torch.")
             if kind != dtype:
@@ -354,7 +356,7 @@ class Agent:
             from patterns.specinit import SpecError, probe
 
             try:
-                probe(Path(cfg.op), cfg.target)
+                probe(Path(cfg.op), cfg.target, device=self.device)
             except SpecError as exc:
                 raise AgentError(str(exc)) from None
         self.llm = load_config()
