@@ -71,7 +71,7 @@ class FactsCache:
 
     def put(self, sha: str, text: str) -> None:
         if self.enabled:
-            write_atomic(self._path(sha), text)
+            write_atomic(self._path(sha), text, durable=False)  # a cache: rebuilt if a crash loses it
 
     # archive manifests: archive sha256 -> [(path, sha256, size)] of the members read
     def manifest(self, archive_sha: str) -> dict | None:
@@ -84,7 +84,7 @@ class FactsCache:
 
     def put_manifest(self, archive_sha: str, data: dict) -> None:
         if self.enabled and archive_sha:
-            write_atomic(self.root / "manifests" / f"{archive_sha}.json", json.dumps(data))
+            write_atomic(self.root / "manifests" / f"{archive_sha}.json", json.dumps(data), durable=False)
 
 
 def analysis_key(entries) -> str:
@@ -94,7 +94,7 @@ def analysis_key(entries) -> str:
     h = hashlib.sha256(extractor_key().encode())
     for e in entries:
         h.update(json.dumps([e.id, e.pattern.present_when.to_yaml()], sort_keys=True, default=str).encode())
-    for name in ("patterns.core.predicates", "patterns.distill.link", "patterns.distill.detect", "patterns.distill.discover", "patterns.distill.run"):
+    for name in ("patterns.core.predicates", "patterns.distill.link", "patterns.distill.detect", "patterns.distill.discover", "patterns.distill.techniques", "patterns.distill.run"):
         h.update(Path(importlib.import_module(name).__file__).read_bytes())
     return h.hexdigest()[:16]
 
@@ -122,4 +122,4 @@ class AnalysisCache:
 
     def put(self, archive_sha: str, value) -> None:
         if self.enabled and archive_sha:
-            write_atomic(self.root / f"{archive_sha}.pickle", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            write_atomic(self.root / f"{archive_sha}.pickle", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), durable=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -36,14 +37,14 @@ class _Bar:
 def distill_command(
     sources: list[str] = typer.Argument(..., metavar="SOURCE", help="folder, wheel/sdist, installed package, or PyPI requirement (fla-core==0.6.0)"),
     write: bool = typer.Option(False, "--write", help="merge the evidence into the library's pattern.yaml files (diff shown first)"),
-    drafts: Path = typer.Option(Path("drafts"), "--drafts", help="folder for draft skeletons of unmatched recurring facts"),
+    drafts: Optional[Path] = typer.Option(None, "--drafts", help="folder for draft skeletons (default: the user data directory; see `patterns drafts list`)"),
     format: str = typer.Option("table", "--format", help="table or json"),
     library: Optional[Path] = typer.Option(None, "--library", help="library folder (default: the bundled one)"),
     no_cache: bool = typer.Option(False, "--no-cache", help="extract every file again (the cache is neither read nor written)"),
     jobs: int = typer.Option(0, "--jobs", help="worker processes for extraction (0: one per core)"),
     cap: int = typer.Option(5, "--cap", min=1, help="upstream locations written per pattern and project"),
-    min_support: int = typer.Option(4, "--min-support", min=2, help="kernels a draft cluster needs"),
-    max_drafts: int = typer.Option(10, "--max-drafts", min=0, help="drafts proposed at most"),
+    min_support: int = typer.Option(3, "--min-support", min=1, help="upstream locations a technique needs to become a draft"),
+    max_drafts: int = typer.Option(100, "--max-drafts", min=0, help="drafts proposed at most"),
     llm: bool = typer.Option(True, "--llm/--no-llm", help="fill draft prose with the configured OpenAI-compatible endpoint"),
 ) -> None:
     """Distill upstream kernels: detect library patterns (evidence), propose drafts for what recurs unmatched."""
@@ -74,7 +75,7 @@ def distill_command(
             if cfg is None:
                 filled.append(d)
                 continue
-            excerpts = [(f"{u.project} {u.path}:{u.lines[0]}", read_excerpt(result.scans, u.project, u.path, u.lines)) for u in d.evidence.upstream[:2]]
+            excerpts = [(f"{u.project} {u.path}:{u.lines[0]}", read_excerpt(result.scans, u.project, u.path, u.lines)) for u in d.evidence.upstream[:3]]
             try:
                 filled.append(fill(d, excerpts, cfg))
                 llm_status[d.id] = "filled"
@@ -83,9 +84,11 @@ def distill_command(
                 llm_status[d.id] = f"rejected: {exc}"
                 err_console.print(f"draft {d.id}: LLM answer rejected: {exc}", markup=False, highlight=False)
         result.drafts = filled
-    paths = write_drafts(result.drafts, drafts) if result.drafts else []
+    from patterns.distill.drafts import drafts_dir
+
+    paths = write_drafts(result.drafts, drafts_dir(drafts)) if result.drafts else []
     report.drafts = [
-        DraftOut(id=d.id, path=str(p), title=d.title, signature=d.signature, support=d.support,
+        DraftOut(id=d.id, path=str(p), title=d.title, signature=d.signature, support=d.support, contrast=d.contrast, locations=len(d.evidence.upstream),
                  llm=llm_status.get(d.id, "not configured" if cfg is None else "skipped"), missing=d.missing())
         for d, p in zip(result.drafts, paths)
     ]
@@ -126,12 +129,14 @@ def _print(report, entries, changes, write: bool) -> None:
         d.add_row(e.id, *[str(p.detections.get(e.id, 0)) for p in report.projects])
     console.print(d)
     if report.drafts:
-        dr = Table(title="draft skeletons (review before they enter the library)", title_justify="left")
-        for col in ("draft", "kernels", "signature", "LLM", "path"):
+        dr = Table(title=f"{len(report.drafts)} draft skeletons (review with `patterns drafts list`)", title_justify="left")
+        for col in ("draft", "support", "share", "LLM"):
             dr.add_column(col, overflow="fold")
+        dr.columns[0].no_wrap = True
         for x in report.drafts:
-            dr.add_row(x.id, ", ".join(f"{k} {v}" for k, v in x.support.items()), ", ".join(x.signature), x.llm, x.path)
+            dr.add_row(x.id, ", ".join(f"{k} {v}" for k, v in x.support.items()), f"{x.contrast.get('share', 0):.1%}", x.llm)
         console.print(dr)
+        console.print(f"drafts written to {Path(report.drafts[0].path).parent.parent}")
     if changes:
         verb = "written" if write else "would change (run with --write)"
         console.print(f"{len(changes)} pattern.yaml files {verb}: " + ", ".join(ch.entry.id for ch in changes))
@@ -140,3 +145,58 @@ def _print(report, entries, changes, write: bool) -> None:
     if report.predicate_errors:
         console.print(f"[yellow]predicate errors[/]: {json.dumps(report.predicate_errors)}")
     console.print(f"[dim]{report.seconds:.1f} s, cache {report.cache_hits} hits / {report.cache_misses} misses[/]")
+
+
+# --------------------------------------------------------------------------------------
+# `patterns drafts list|show|promote`
+# --------------------------------------------------------------------------------------
+
+drafts_app = typer.Typer(help="Review draft skeletons proposed by `patterns distill`.", no_args_is_help=True)
+_DRAFTS_OPT = typer.Option(None, "--drafts", help="drafts folder (default: the user data directory)")
+# `promote` is registered by patterns.cli: its check asks the rewriter, which a stage does not import
+
+
+@drafts_app.command("list")
+def drafts_list(drafts: Optional[Path] = _DRAFTS_OPT, format: str = typer.Option("table", "--format", help="table or json")) -> None:
+    """List drafts: id, category, upstream support and contrast, and the prose still missing."""
+    from patterns.distill.drafts import drafts_dir, list_drafts
+
+    if format not in ("table", "json"):
+        raise DistillError(f"--format: expected table or json, got '{format}'")
+    folder = drafts_dir(drafts)
+    rows = []
+    for path, d, problem in list_drafts(folder):
+        if d is None:
+            rows.append({"id": path.parent.name, "path": str(path), "problem": problem})
+            continue
+        rows.append({"id": d.id, "category": d.category.value, "title": d.title, "locations": len(d.evidence.upstream),
+                     "support": d.support, "share": d.contrast.get("share", 0.0), "missing": d.missing(), "path": str(path)})
+    if format == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title=f"{len(rows)} drafts in {folder}", title_justify="left")
+    for col in ("id", "category", "support", "share", "missing"):
+        t.add_column(col, overflow="fold")
+    t.columns[0].no_wrap = True
+    for r in rows:
+        if "problem" in r:
+            t.add_row(r["id"], "-", "-", "-", r["problem"])
+            continue
+        t.add_row(r["id"], r["category"], " ".join(f"{k}:{v}" for k, v in r["support"].items()), f"{r['share']:.1%}", ", ".join(r["missing"]) or "-")
+    console.print(t)
+
+
+@drafts_app.command("show")
+def drafts_show(draft_id: str = typer.Argument(..., metavar="ID"), drafts: Optional[Path] = _DRAFTS_OPT,
+                format: str = typer.Option("yaml", "--format", help="yaml or json")) -> None:
+    """Print one draft: its skeleton, upstream locations and what a person still has to write."""
+    from patterns.distill.drafts import drafts_dir, load_draft
+
+    path, d = load_draft(drafts_dir(drafts), draft_id)
+    if format == "json":
+        print(d.model_dump_json(indent=2, exclude_none=True))
+        return
+    if format != "yaml":
+        raise DistillError(f"--format: expected yaml or json, got '{format}'")
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+    err_console.print(f"missing for the library: {', '.join(d.missing()) or 'nothing'}; {path}", markup=False, highlight=False)

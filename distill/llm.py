@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from patterns.core.records import Draft
-from patterns.core.schema import AppliesWhen, BottleneckClass, Trap
+from patterns.core.schema import AppliesWhen, BottleneckClass, Transformation, Trap
 
 ALLOWED_URL_HOSTS = (
     "github.com/fla-org", "github.com/sgl-project", "github.com/deepseek-ai", "github.com/triton-lang",
@@ -52,6 +52,7 @@ class DraftProse(BaseModel):
     summary: str = Field(min_length=20, max_length=600)
     why: str = Field(min_length=80, max_length=2500)
     applicability: str = Field(min_length=20, max_length=1200)
+    transformation: str = Field(min_length=40, max_length=2500, description="how to apply the technique to a kernel that lacks it, step by step in prose")
     bottlenecks: list[Literal[tuple(b.value for b in BottleneckClass)]] = Field(min_length=1, max_length=3)  # type: ignore[valid-type]
     traps: list[ProseTrap] = Field(default_factory=list, max_length=5)
 
@@ -137,6 +138,7 @@ def check_answer(raw: str) -> DraftProse:
     check_text("summary", prose.summary)
     check_text("why", prose.why)
     check_text("applicability", prose.applicability)
+    check_text("transformation", prose.transformation)
     for i, t in enumerate(prose.traps):
         for name in ("fact", "why", "how"):
             check_text(f"traps.{i}.{name}", getattr(t, name))
@@ -147,12 +149,20 @@ SYSTEM = (
     "You document GPU kernel optimization patterns for kernel engineers. "
     "Given recurring facts and code excerpts from upstream projects, describe the technique "
     "they share. Write plain prose (inline `code` spans allowed, no code blocks). "
-    "State the mechanism with memory-traffic or FLOP arithmetic in 'why'. Answer only with the JSON object."
+    "State the mechanism with memory-traffic or FLOP arithmetic in 'why'; in 'transformation' say how to "
+    "apply it to a kernel that lacks it; in 'traps' what goes wrong. Answer only with the JSON object."
 )
 
 
 def prompt(draft: Draft, excerpts: list[tuple[str, str]]) -> str:
-    parts = [f"Draft id: {draft.id}", f"Shared facts: {', '.join(draft.signature)}", f"Projects: {draft.support}"]
+    parts = [f"Draft id: {draft.id}", f"Title: {draft.title}", f"Condition that holds at every location: {', '.join(draft.signature)}",
+             f"Upstream locations per project: {draft.support}", *draft.notes]
+    if draft.safety is not None:
+        parts.append(f"Safety guess: {draft.safety.value}")
+    if draft.resource_limits is not None:
+        parts.append(f"Resource facts: {draft.resource_limits.model_dump(exclude_defaults=True)}")
+    for u in draft.evidence.upstream[:6]:
+        parts.append(f"Location: {u.ref}: {u.note}")
     for where, code in excerpts:
         parts.append(f"--- {where}\n{code}")
     return "\n".join(parts)
@@ -183,6 +193,8 @@ def fill(draft: Draft, excerpts: list[tuple[str, str]], cfg: LLMConfig) -> Draft
         "summary": prose.summary,
         "why": prose.why,
         "applicability": prose.applicability,
-        "applies_when": AppliesWhen(bottlenecks=[BottleneckClass(b) for b in prose.bottlenecks]),
+        "transformation": Transformation(method=prose.transformation),
+        "applies_when": (draft.applies_when or AppliesWhen(bottlenecks=[BottleneckClass(b) for b in prose.bottlenecks])).model_copy(
+            update={"bottlenecks": [BottleneckClass(b) for b in prose.bottlenecks]}),
         "traps": [Trap(fact=t.fact, why=t.why, how=t.how) for t in prose.traps],
     })

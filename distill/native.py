@@ -27,7 +27,8 @@ RULES: dict[str, str] = {
     ),
     "mbarrier": r"(?i:mbarrier)|ClusterTransactionBarrier|ClusterBarrier|arrive_and_expect_tx|fence_barrier_init|expect_tx\b",
     "wgmma": r"(?i:wgmma)|warpgroup_(arrive|commit_batch|wait|fence_operand)|SM90_\d+x\d+x\d+_\w+|GMMA::",
-    "umma": r"(?i:tcgen05)|UMMA::(make_\w+|MMA\w*|\w*[Dd]esc\w*)|SM100_MMA_\w+|umma_\w+",
+    # tcgen05.ld/st/alloc move tensor memory (tmem), they issue no MMA
+    "umma": r"tcgen05[._](mma|commit|fence|after|before|cp)\w*|UMMA::(make_\w+|MMA\w*|\w*[Dd]esc\w*)|SM100_MMA_\w+|umma_\w+",
     "mma": r"mma\.sync|(?i:\bmma_sync\b)|wmma::\w+|SM80_\d+x\d+x\d+_\w+|ldmatrix",
     "reg_realloc": r"warpgroup_reg_(alloc|dealloc)|setmaxnreg",
     "cluster": r"(?i:multicast)|cluster_(sync|arrive|wait)\w*|block_rank_in_cluster|cluster_ctarank|ClusterDim\w*",
@@ -40,11 +41,35 @@ RULES: dict[str, str] = {
     "atomic": r"\batomic(Add|CAS|Max|Min|Exch)\w*|\bred\.(global|async)|atom\.global",
     "gil_release": r"(?i:gil_?scoped_?release)|Py_BEGIN_ALLOW_THREADS|PyEval_SaveThread",
     "gil_acquire": r"(?i:gil_?scoped_?acquire)|PyGILState_Ensure",
+    "scale_ue8m0": r"(?i)ue8m0",
     "blocking_wait": (
         r"cuda(Stream|Device|Event)Synchronize|(^|\.)synchronize$|sleep_for|\busleep\b|sem_wait|pthread_cond_wait|\bfutex\b"
     ),
+    "tmem": r"tcgen05\.(alloc|dealloc|ld|st|cp)|tcgen05_(alloc|dealloc|ld|st)\w*|(?i:\btmem\w*)|TMEM\w*",
+    "stmatrix": r"(?i:stmatrix)|STSM\w*|_STSM_",
+    "ldmatrix": r"(?i:ldmatrix)|LDSM\w*|_LDSM_",
+    "proxy_fence": r"fence\.proxy\.async|fence_view_async\w*|tma_store_fence|fence_proxy\w*|fence_view_async_shared",
+    "named_barrier": r"NamedBarrier|(?i:named_barrier\w*)|\bbar\.(sync|arrive)\b|barrier\.(sync|arrive)\.aligned|sync_aligned\b",
+    "elect_one": r"elect\.sync|(?i:elect_one\w*)",
+    "prefetch": r"prefetch\.(global|tensormap)|cp\.async\.bulk\.prefetch|__prefetch\w*|(?i:prefetch_l2\w*)|(?i:l2_prefetch)",
+    "fast_math": r"(ex2|rcp|tanh|lg2|rsqrt|sin|cos)\.approx|__expf\b|__exp2f|\bexp2f\b|__fdividef|__frcp\w*|__frsqrt\w*|__logf\b|__powf|(?i:fast_?exp\w*)",
+    "vector_access": r"ld\.global\.(nc\.)?(L1::\w+\.)?v[248]|st\.global\.v[248]|ld\.global\.nc|\b(int4|uint4|float4|longlong2|ulonglong2)\b|__ldg\b|\bld_nc\w*|AlignedVector|\bvec_t\b",
+    "memory_order": r"ld\.(acquire|relaxed|volatile)|st\.(release|relaxed|volatile)|red\.release|atom\.\w*(acquire|release|acq_rel)|__threadfence\w*|fence\.acq_rel|memory_order_\w+|cuda::atomic_ref|(?i:ld_acquire\w*|st_release\w*)",
+    "ue8m0": r"(?i:ue8m0)",
+    "smem_opt_in": r"cudaFuncSetAttribute|MaxDynamicSharedMemorySize|cuFuncSetAttribute|CU_FUNC_ATTRIBUTE_MAX_DYNAMIC\w*",
+    "cluster_launch": r"cudaLaunchKernelEx\w*|cudaLaunchAttribute\w+|cudaLaunchConfig\w*|cuLaunchKernelEx|CU_LAUNCH_ATTRIBUTE\w+",
+    "ipc": r"cudaIpc\w+|(?i:nvshmem\w*)|cuMem(Map|Export|Import|Create|SetAccess)\w*|ncclComm\w*",
+    "swizzle": r"(?i:swizzle)",
+    "jit_compile": r"nvrtc\w+|NVRTC\w*|cuModuleLoad\w*|cuLibraryLoad\w*|cuModuleGetFunction|cuLibraryGetKernel|\bcuLaunchKernel\b|(?i:compile_to_cubin)",
+    "cvt_pack": r"cvt\.rn(\.satfinite)?\.(e4m3x2|e5m2x2|bf16x2|f16x2|e2m1x2)|__nv_cvt_\w+x2\w*|__float22bfloat162_rn|__floats2bfloat162_rn|__float22half2_rn",
+    "warp_vote": r"__ballot_sync|__any_sync|__all_sync|__match_\w+_sync|__popc\w*|__activemask|vote\.sync",
+    "cub": r"cub::(Block|Warp|Device)\w+",
 }
 _COMPILED = {k: re.compile(rx) for k, rx in RULES.items()}
+# kinds a PTX instruction in inline asm can name
+_ASM_KINDS = ("tma_copy", "tma_descriptor", "mbarrier", "wgmma", "umma", "mma", "reg_realloc", "cluster", "pdl", "cp_async",
+              "warp_shuffle", "atomic", "tmem", "stmatrix", "ldmatrix", "proxy_fence", "named_barrier", "elect_one", "prefetch",
+              "fast_math", "vector_access", "memory_order", "cvt_pack", "warp_vote")
 # in a bound host function, `.wait()` / `.join()` also block (on device they are barrier waits)
 _BLOCKING = re.compile(_COMPILED["blocking_wait"].pattern + r"|(^|[.:])(wait|join|get)$|recv\w*$")
 _PERSISTENT_COND = re.compile(r"get_next\w*|next_(block|tile|work)\w*|fetch_next\w*|try_get\w*tile")
@@ -233,7 +258,7 @@ def extract_native(source: bytes, path: str = "<string>") -> NativeFileFacts:
     for node in caps.get("asm", []):
         text = _text(source, node)
         for instr in re.findall(r"[a-z][\w]*(?:\.[\w:]+)+", text):
-            classify(instr, node, ("tma_copy", "tma_descriptor", "mbarrier", "wgmma", "umma", "mma", "reg_realloc", "cluster", "pdl", "cp_async", "warp_shuffle", "atomic"))
+            classify(instr, node, _ASM_KINDS)
     for node in caps.get("while_cond", []):
         text = _text(source, node)
         m = _PERSISTENT_COND.search(text)

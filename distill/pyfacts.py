@@ -32,8 +32,17 @@ from patterns.core.facts_types import FileFacts
 # decorators that make (or wrap) a Triton kernel; the extractor decides the rest
 _KERNEL_DECORATOR = re.compile(r"(^|\.)(\w*jit|\w*autotune|\w*heuristics|kernel|constexpr_function)$")
 _HOST_ANCHORS = re.compile(r"\b(triton|tl|ctypes|CDLL|PyDLL|TensorDescriptor|make_tensor_descriptor|set_allocator)\b")
-# a Python file is in scope only if it mentions one of these (cheap byte test before any parse)
-SCOPE_TOKENS = (b"triton", b"ctypes")
+# a Python file is in scope only if it mentions one of these, or binds a module-level table of
+# functions (cheap byte tests before any parse): kernels, their launchers, and the host helpers
+# that register, compile or dispatch them without importing triton
+SCOPE_TOKENS = (b"triton", b"ctypes", b"tilelang", b"torch.ops.", b"torch.library", b"custom_op", b"register_fake",
+                b"load_jit", b"load_inline", b"cpp_extension", b"deep_gemm", b"fla.backends")
+_TABLE = re.compile(rb"^[A-Za-z_]\w*\s*(:[^=\n]*)?=\s*\{\s*(#[^\n]*)?\n(\s+[^\n:]+:\s*[A-Za-z_][\w.]*\s*,\s*(#[^\n]*)?\n){2,}", re.M)
+OUT_OF_SCOPE = "Python without kernels, launchers or dispatch"
+
+
+def in_scope(data: bytes) -> bool:
+    return any(tok in data for tok in SCOPE_TOKENS) or _TABLE.search(data) is not None
 _BIG_STATEMENT = 400  # lines: a module-level assignment this long is a data table, not a constant
 
 

@@ -60,8 +60,20 @@ class DraftOut(BaseModel):
     title: str
     signature: list[str]
     support: dict[str, int]
+    contrast: dict[str, float] = Field(default_factory=dict)
+    locations: int = 0
     llm: str = "not configured"
     missing: list[str] = Field(default_factory=list)
+
+
+class CandidateOut(BaseModel):
+    id: str
+    scope: str
+    support: int
+    files: int
+    share: float
+    dropped: str = ""
+    library_overlap: dict[str, float] = Field(default_factory=dict)
 
 
 class DistillReport(BaseModel):
@@ -69,6 +81,7 @@ class DistillReport(BaseModel):
     patterns: list[str] = Field(default_factory=list)
     locations: list[LocationOut] = Field(default_factory=list)
     drafts: list[DraftOut] = Field(default_factory=list)
+    candidates: list[CandidateOut] = Field(default_factory=list, description="every technique feature: support, contrast, why it is not proposed")
     predicate_errors: dict[str, int] = Field(default_factory=dict)
     written: list[str] = Field(default_factory=list, description="pattern.yaml files changed by --write")
     cache_hits: int = 0
@@ -82,6 +95,7 @@ class Distilled:
     detections: Detections
     drafts: list[Draft] = field(default_factory=list)
     scans: list[ScanResult] = field(default_factory=list)
+    mined: list = field(default_factory=list)
 
 
 def distill(
@@ -90,14 +104,15 @@ def distill(
     cache: FactsCache,
     jobs: int = 2,
     progress=None,
-    min_support: int = 4,
-    max_drafts: int = 10,
+    min_support: int = 3,
+    max_drafts: int = 100,
     cap: int = 5,
+    reuse_analysis: bool = True,
 ) -> Distilled:
     t0 = time.perf_counter()
     report = DistillReport(patterns=[e.id for e in entries])
     det = Detections()
-    items: list[discover.Item] = []
+    mined: list[discover.Mined] = []
     scans: list[ScanResult] = []
     analysis = AnalysisCache(cache, analysis_key(entries))
     with Workers(jobs) as workers:
@@ -108,7 +123,7 @@ def distill(
             t = time.perf_counter()
             src: Source = resolve(spec)
             cb = progress.callback(f"{src.project} {src.version}") if progress else None
-            packed = analysis.get(src.sha256)
+            packed = analysis.get(src.sha256) if reuse_analysis else None
             todo = plan(src, cache, workers, cb) if packed is None else None
             started.append((spec, src, cb, packed, todo, time.perf_counter() - t))
         for spec, src, cb, packed, todo, seconds in started:
@@ -122,7 +137,7 @@ def distill(
                 report.projects.append(proj)
                 det.hits += hits
                 det.matched |= matched
-                items += its
+                mined.append(its)
                 cache.hits += proj.files_scanned
                 scans.append(ScanResult(src))
                 if cb:
@@ -136,14 +151,14 @@ def distill(
             if cb:
                 cb("detect", 0, 1)
             before = len(det.hits)
-            project_det = detect(src.project, src.version, res.records, entries, Detections())
+            project_det, project_items = analyse(src.project, src.version, res.records, entries, jobs, cb)
+            discover.locate(project_items, _reader(src))
             det.hits += project_det.hits
             det.matched |= project_det.matched
             for k, v in project_det.errors.items():
                 det.errors[k] += v
             new_hits = det.hits[before:]
-            project_items = discover.items(src.project, src.version, res.records, project_det.matched)
-            items += project_items
+            mined.append(project_items)
             if cb:
                 cb("done", 1, 1)
             py = [r for r in res.records if r.py is not None]
@@ -166,11 +181,72 @@ def distill(
             if not project_det.errors:  # a run with predicate errors is not worth keeping
                 analysis.put(src.sha256, (report.projects[-1], new_hits, project_det.matched, project_items))
     report.locations = [LocationOut(pattern=h.pattern, path=f"{h.project}:{h.path}", symbol=h.symbol, lines=h.lines, reason=(h.reasons or [""])[0][:160]) for h in det.hits]
-    drafts = discover.cluster(items, min_support=min_support, max_drafts=max_drafts, cap=cap)
+    drafts, cands = discover.propose(mined, entries, det, min_support=min_support, max_drafts=max_drafts, cap=cap)
+    report.candidates = [CandidateOut(id=c.technique.id, scope=c.technique.scope, support=len(c.locs), files=len({l.path for l in c.locs}),
+                                      share=round(c.share, 4), dropped=c.dropped, library_overlap=c.library_overlap) for c in cands]
     report.predicate_errors = dict(det.errors)
     report.cache_hits, report.cache_misses = cache.hits, cache.misses
     report.seconds = round(time.perf_counter() - t0, 2)
-    return Distilled(report, det, drafts, scans)
+    return Distilled(report, det, drafts, scans, mined)
+
+
+_SHARED: tuple | None = None  # what forked analysis workers read (set just before the fork)
+
+
+def _analyse_part(bounds: tuple[int, int]) -> tuple[Detections, discover.Mined]:
+    project, version, records, entries = _SHARED  # type: ignore[misc]
+    part = records[bounds[0]:bounds[1]]
+    return detect(project, version, part, entries, Detections()), discover.mine(project, version, part)
+
+
+def analyse(project: str, version: str, records: list, entries: list[Entry], jobs: int, cb=None) -> tuple[Detections, discover.Mined]:
+    """Library detections and technique locations of one project's linked facts.
+
+    Both are per file, so the files are split into contiguous parts evaluated by
+    forked workers (they inherit the linked facts; nothing is copied in) and the
+    parts joined in order: the result is the same as one pass in this process."""
+    global _SHARED
+    import multiprocessing as mp
+
+    if cb:
+        cb("detect and mine", 0, 1)
+    n = len(records)
+    if jobs <= 1 or n < 64 or "fork" not in mp.get_all_start_methods():
+        return _analyse_whole(project, version, records, entries)
+    step = max(1, -(-n // (jobs * 4)))
+    bounds = [(a, min(n, a + step)) for a in range(0, n, step)]
+    _SHARED = (project, version, records, entries)
+    try:
+        with mp.get_context("fork").Pool(jobs) as pool:
+            parts = pool.map(_analyse_part, bounds, chunksize=1)
+    finally:
+        _SHARED = None
+    det = Detections()
+    for d, _ in parts:
+        det.hits += d.hits
+        det.matched |= d.matched
+        det.errors.update(d.errors)
+    return det, discover.merge([m for _, m in parts])
+
+
+def _analyse_whole(project, version, records, entries):
+    return detect(project, version, records, entries, Detections()), discover.mine(project, version, records)
+
+
+def _reader(src: Source):
+    """path -> text of one file of the source (for locating a host-level hit), read on demand."""
+    members: dict[str, object] = {}
+
+    def read(path: str) -> str:
+        if not members:
+            members.update({m.path: m for m in src.members()})
+        m = members.get(path)
+        try:
+            return m.read().decode("utf-8", "replace") if m is not None else ""
+        except Exception:
+            return ""
+
+    return read
 
 
 def read_excerpt(scans: list[ScanResult], project: str, path: str, lines: tuple[int, int], limit: int = 120) -> str:
@@ -198,14 +274,15 @@ def write_drafts(drafts: list[Draft], folder: Path) -> list[Path]:
         if path.exists():
             try:
                 old = Draft.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-                keep = {k: getattr(old, k) for k in ("summary", "why", "applicability", "traps", "applies_when", "resource_limits", "transformation", "safety", "references") if getattr(old, k)}
+                keep = {k: getattr(old, k) for k in ("summary", "why", "applicability", "traps", "transformation", "references", "example") if getattr(old, k)}
                 d = d.model_copy(update=keep)
             except Exception:
                 pass  # an unreadable old draft is replaced
         data = d.model_dump(mode="json", exclude_none=True)
         data["present_when"] = d.present_when.to_yaml()
-        head = (f"# Draft proposed by `patterns distill`: recurring upstream facts no library pattern covers.\n"
-                f"# Review, write the prose, then move it into patterns/library/. Missing for a Pattern: {', '.join(d.missing()) or 'nothing'}\n")
+        head = (f"# Draft proposed by `patterns distill`: an upstream technique the library does not have.\n"
+                f"# Write the prose ({', '.join(d.missing()) or 'done'}), add runnable before.py/after.py/reference.py and an\n"
+                f"# `example:` block beside this file, then run `patterns drafts promote {d.id}`.\n")
         write_atomic(path, head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
         out.append(path)
     return out

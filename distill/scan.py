@@ -2,7 +2,8 @@
 
 Decisions per file, in order (the report counts each):
   ignored  -- not Python or C++/CUDA, vendored third-party code (cutlass, cute,
-              third_party), or Python that never mentions triton / ctypes;
+              third_party), or Python with no kernel, launcher, registration,
+              JIT build or dispatch table (pyfacts.in_scope, a byte test);
   skipped  -- bad input: a link, a path that leaves the tree, larger than 2 MB,
               binary, not UTF-8, or unparseable;
   ok       -- facts extracted (or loaded from the cache by content hash).
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tarfile
+import zipfile
 from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -19,8 +22,9 @@ from typing import Callable, Literal
 from pydantic import BaseModel
 
 from patterns.distill.cache import FactsCache
+from patterns.distill.errors import DistillError
 from patterns.distill.native import NATIVE_SUFFIXES
-from patterns.distill.pyfacts import SCOPE_TOKENS, PyRecord, module_name
+from patterns.distill.pyfacts import OUT_OF_SCOPE, PyRecord, in_scope, module_name
 from patterns.distill.sources import MAX_FILE_BYTES, Source
 from patterns.core.facts_types import NativeFileFacts
 
@@ -196,14 +200,15 @@ def plan(source: Source, cache: FactsCache, workers: Workers, progress: Progress
                 continue
         try:
             data = m.read()
-        except (OSError, KeyError, EOFError, ValueError) as exc:
-            skip(m.path, f"unreadable ({type(exc).__name__})")
-            continue
+        except OSError as exc:  # bad input: one line naming the file, the run stops
+            raise DistillError(f"{source.origin}/{m.path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+        except (KeyError, EOFError, ValueError, zipfile.BadZipFile, tarfile.TarError) as exc:
+            raise DistillError(f"{source.origin}: {m.path}: cannot read the archive member ({type(exc).__name__})") from None
         res.read += 1
         sha = hashlib.sha256(data).hexdigest()
-        if kind == "python" and not any(tok in data for tok in SCOPE_TOKENS):
-            res.ignored["Python without triton or ctypes"] += 1
-            new_manifest[m.path] = [sha, "ignored", "Python without triton or ctypes"]
+        if kind == "python" and not in_scope(data):
+            res.ignored[OUT_OF_SCOPE] += 1
+            new_manifest[m.path] = [sha, "ignored", OUT_OF_SCOPE]
             continue
         text = cache.get(sha)
         if text is not None:

@@ -152,20 +152,19 @@ def _folder_members(root: Path, files: list[Path] | None = None) -> list[Member]
         rel = p.relative_to(root).as_posix() if p.is_relative_to(root) else p.as_posix()
         try:
             st = p.lstat()
-        except OSError:
-            out.append(Member(rel, 0, "unreadable"))
-            continue
-        skip = ""
-        if stat.S_ISLNK(st.st_mode):
-            target = p.resolve()
-            if not target.is_relative_to(root_real):
-                skip = "link leaves the tree"
-            elif target.is_dir():
-                skip = "link to a folder"
-            else:
-                st = target.stat()
-        elif not stat.S_ISREG(st.st_mode):
-            skip = "not a regular file"
+            skip = ""
+            if stat.S_ISLNK(st.st_mode):
+                target = p.resolve()
+                if not target.is_relative_to(root_real):
+                    skip = "link leaves the tree"
+                elif target.is_dir():
+                    skip = "link to a folder"
+                else:
+                    st = target.stat()
+            elif not stat.S_ISREG(st.st_mode):
+                skip = "not a regular file"
+        except OSError as exc:  # bad input: a file of the tree that cannot be read stops the run
+            raise DistillError(f"{p}: cannot read ({exc.strerror or type(exc).__name__})") from None
         out.append(Member(rel, st.st_size, skip, (lambda p=p: p.read_bytes())))
     return out
 
@@ -239,7 +238,9 @@ def download(requirement: str) -> Path:
         if found is not None:
             return found
     before = set(dest.iterdir())
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "--dest", str(dest), requirement]
+    # wheels only: an sdist would run its build backend (upstream code) just to read its metadata
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q",
+           "--dest", str(dest), requirement]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -276,7 +277,8 @@ def resolve(spec: str) -> Source:
         installed = open_installed(spec)
         if installed is not None:
             return installed
-    if any(ch in spec for ch in "/\\") and not re.search(r"[=<>~!]", spec):
+    looks_local = any(ch in spec for ch in "/\\") or spec.startswith((".", "~")) or spec.endswith((".whl", ".tar.gz", ".tgz", ".zip"))
+    if looks_local and not re.search(r"[=<>~!]=|[<>]", spec):  # a path that is not there is never sent to pip
         raise DistillError(f"{spec}: no such folder or file")
     return open_archive(download(spec), spec)
 

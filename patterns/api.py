@@ -181,6 +181,18 @@ def check_dtype(name: str, value: str) -> str:
     return value
 
 
+def check_triton(version: str | None) -> str | None:
+    if version is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise UsageError(f"--triton: '{version}' is not a version (e.g. 3.4.0)") from None
+    return version
+
+
 def suggest_report(
     path: Path | None,
     *,
@@ -194,6 +206,9 @@ def suggest_report(
     top: int = 5,
     chroma_url: str | None = None,
     progress=None,
+    inputs: list[str] | dict | None = None,
+    triton: str | None = None,
+    strict_names: bool = True,
 ) -> SuggestReport:
     """The bottleneck of each kernel of a file (or of `source`, named by `path` or '<source>') and the
     ranked patterns that fit it."""
@@ -213,9 +228,15 @@ def suggest_report(
             raise UsageError(f"{path}: no such file")
     if profile is not None and not Path(profile).exists():
         raise UsageError(f"{profile}: no such file")
+    from patterns.retriever.launcher import InputError, parse_inputs
+
+    try:
+        tensors = parse_inputs(list(inputs)) if isinstance(inputs, (list, tuple)) else dict(inputs or {})
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
     report = suggest(Path(path) if path is not None else Path("<source>"), source=source, kernel=kernel, shapes=shapes, arch=arch,
                      dtype=dtype, dtype_overrides=overrides, profile=profile, top=top, chroma_url=chroma_url,
-                     entries=load_library(), progress=progress)
+                     entries=load_library(), progress=progress, inputs=tensors, triton=check_triton(triton), strict_names=strict_names)
     return with_local_evidence(report)
 
 

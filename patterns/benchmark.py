@@ -183,26 +183,16 @@ def check_variants(vs: list[Variant], inputs: dict, want: dict, tol, device: str
 
 
 def compare(got: dict, want: dict, tol) -> tuple[float, float, str | None]:
-    """(max abs error, max abs error / max |reference|, first failing output or None), on the tensors' device:
-    the GPU shapes hold gigabytes, too many to copy to the host for every variant."""
-    worst_abs = worst_rel = 0.0
-    bad = None
-    for name, w in want.items():
-        g = got.get(name)
-        if g is None or g.shape != w.shape:
-            return float("inf"), float("inf"), f"{name}: shape {None if g is None else tuple(g.shape)} vs {tuple(w.shape)}"
-        g, w = g.float(), w.float()
-        nan = g.isnan() != w.isnan()
-        if bool(nan.any()):
-            return float("nan"), float("nan"), f"{name}: NaN where the reference has none (or the reverse)"
-        diff = (g - w).abs().nan_to_num(0.0)
-        worst_abs = max(worst_abs, float(diff.max()))
-        worst_rel = max(worst_rel, float(diff.max()) / max(float(w.nan_to_num(0.0).abs().max()), 1e-30))
-        over = diff > tol.atol + tol.rtol * w.abs().nan_to_num(0.0)
-        if bad is None and bool(over.any()):
-            i = int(over.flatten().nonzero()[0])
-            bad = f"{name}[{i}] = {float(g.flatten()[i]):.6g} vs reference {float(w.flatten()[i]):.6g} (atol {tol.atol:g} + rtol {tol.rtol:g}*|ref|)"
-    return worst_abs, worst_rel, bad
+    """(max abs error, max abs error / max |reference|, first failing output or None), on the tensors'
+    device (the GPU shapes hold gigabytes): patterns.core.compare decides, as everywhere."""
+    from patterns.core.compare import ResultError, errors, first_mismatch
+
+    try:
+        bad = first_mismatch(got, want, tol)
+    except ResultError as e:
+        return float("inf"), float("inf"), str(e)
+    worst_abs, worst_rel = errors(got, want)
+    return worst_abs, worst_rel, bad.describe(tol) if bad else None
 
 
 def smoke(op: str, log=print) -> dict[str, dict]:

@@ -7,6 +7,7 @@ names the file and what is wrong.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -27,7 +28,21 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from patterns import __version__
+
+        print(f"patterns {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="print the version and exit")) -> None:
+    """Optimization patterns for GPU kernels: find the technique that fits a kernel's bottleneck."""
 console = Console()
 err_console = Console(stderr=True)
 
@@ -249,67 +264,192 @@ def _progress():
                     TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal)
 
 
+FAIL_ON = [c.value for c in BottleneckClass] + ["any"]
+
+
+def _fail_on(items: list[str]) -> set[str]:
+    out: set[str] = set()
+    for item in items:
+        for v in item.split(","):
+            v = v.strip()
+            if v not in FAIL_ON:
+                raise UsageError(f"--fail-on: '{v}' is not one of {', '.join(FAIL_ON)}")
+            out.add(v)
+    return out
+
+
+def kernel_files(paths: list[Path]) -> list[tuple[Path, bool]]:
+    """Files to analyse, (path, given explicitly): directories recurse into *.py, as `ruff check src/` does."""
+    out: list[tuple[Path, bool]] = []
+    for p in paths:
+        if p.is_dir():
+            for f in sorted(p.rglob("*.py")):
+                rel = f.relative_to(p).parts
+                if not any(part.startswith(".") or part in ("__pycache__", "node_modules") for part in rel[:-1]):
+                    out.append((f, False))
+        else:
+            if not p.exists():
+                raise UsageError(f"{p}: no such file or directory")
+            out.append((p, True))
+    return out
+
+
 @app.command("suggest")
 def suggest_cmd(
-    path: Path = typer.Argument(..., metavar="KERNEL.py", help="Python file with @triton.jit kernels and their launchers"),
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="kernel files or directories (recursing into *.py) with @triton.jit kernels and their launchers"),
     kernel: Optional[str] = typer.Option(None, "--kernel", help="only this kernel of the file"),
     shape: list[str] = typer.Option([], "--shape", help="shape variable, NAME=INT (repeat): B=8 T=1 H=32 K=128"),
+    input_: list[str] = typer.Option([], "--input", help="an input tensor as you know it, NAME=D0xD1[:DTYPE] (repeat): x=4096x4096:bf16; NAME is a launcher argument or a kernel pointer parameter"),
     dtype: list[str] = typer.Option([], "--dtype", help="element type of the tensors (default bf16), or PARAM=DTYPE for one pointer"),
-    profile: Optional[Path] = typer.Option(None, "--profile", help="ncu --csv --page raw export, torch.profiler trace, or evidence bundle"),
+    profile: Optional[Path] = typer.Option(None, "--profile", help="ncu --csv --page raw export, .ncu-rep report, torch.profiler trace, or evidence bundle"),
     arch: str = typer.Option("h200", "--arch", help="target GPU: h200, h100, a100, b200, mi300x"),
+    triton_version: Optional[str] = typer.Option(None, "--triton", metavar="VERSION", help="the Triton the kernel will run on (default: the installed one)"),
     top: int = typer.Option(5, "--top", min=1, help="suggestions per kernel"),
     format: SuggestFormat = typer.Option(SuggestFormat.table, "--format", help="table, json (docs/suggest.schema.json) or sarif"),
+    fail_on: list[str] = typer.Option([], "--fail-on", metavar="CLASS", help="exit 1 when a kernel's bottleneck is CLASS (memory-bound, ..., comma-separated or repeated), or on any suggestion (any)"),
+    catalog_url: Optional[str] = typer.Option(None, "--catalog-url", help="base URL of the `patterns docs` catalog, for SARIF helpUri (default $PATTERNS_CATALOG_URL)"),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server (http://127.0.0.1:PORT) instead of the embedded index"),
 ) -> None:
     """Find the patterns that fit each kernel's bottleneck, with the evidence behind them."""
     shapes = _parse_shapes(shape)
     default_dtype, overrides = _parse_dtypes(dtype)
+    failing = _fail_on(fail_on)
+    files = kernel_files(paths)
+    reports, skipped = [], 0
     with _progress() as progress:
-        report = api.suggest_report(path, kernel=kernel, shapes=shapes, arch=arch, dtype=default_dtype, dtypes=overrides,
-                                    profile=profile, top=top, chroma_url=chroma_url, progress=progress)
+        task = progress.add_task("files", total=len(files)) if len(files) > 1 else None
+        for path, explicit in files:
+            try:
+                reports.append(api.suggest_report(path, kernel=kernel, shapes=shapes, arch=arch, dtype=default_dtype, dtypes=overrides,
+                                                  profile=profile, top=top, chroma_url=chroma_url, progress=progress if task is None else None,
+                                                  inputs=input_, triton=triton_version, strict_names=len(files) == 1))
+            except api.user_errors() as exc:
+                # in a directory walk, files without kernels (and names only other files use) are not errors
+                if explicit and len(files) == 1:
+                    raise
+                if explicit and "no @triton.jit kernel" not in str(exc):
+                    raise
+                skipped += 1
+            if task is not None:
+                progress.advance(task)
+    if not reports:
+        raise UsageError(f"{', '.join(map(str, paths))}: no @triton.jit kernel found")
+    used = {n for r in reports for n in [*r.shapes, *r.inputs]}
+    unused = [n for n in [*shapes, *(i.partition("=")[0] for i in input_)] if n not in used]
+    if unused:
+        raise UsageError(f"--shape/--input: no kernel or launcher of the {len(reports)} file(s) uses {', '.join(unused)}")
     if format == SuggestFormat.json:
-        print(report.model_dump_json(indent=2))
-        return
-    if format == SuggestFormat.sarif:
+        if len(paths) == 1 and len(files) == 1:
+            print(reports[0].model_dump_json(indent=2))
+        else:
+            print(json.dumps({"files": [json.loads(r.model_dump_json()) for r in reports], "summary": _summary(reports, skipped)}, indent=2))
+    elif format == SuggestFormat.sarif:
         from patterns.retriever.sarif import to_sarif
 
-        print(json.dumps(to_sarif(report, load_library()), indent=2))
-        return
-    _print_report(report)
+        print(json.dumps(to_sarif(reports, load_library(), catalog_url), indent=2))
+    else:
+        for r in reports:
+            _print_report(r)
+        console.print()
+        for line in _wrap(_summary_line(_summary(reports, skipped)), "", console.width):
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
+    if failing and _fails(reports, failing):
+        raise typer.Exit(1)
+
+
+def _label(k) -> str:
+    """The bottleneck class, or 'unknown' when the estimate could not size the kernel."""
+    b = k.bottleneck
+    if b.source == "estimate" and "programs" not in b.numbers and b.rationale and b.rationale[0].startswith("bottleneck unknown"):
+        return "unknown"
+    return b.cls.value
+
+
+def _summary(reports, skipped: int) -> dict:
+    from collections import Counter
+
+    kernels = [k for r in reports for k in r.kernels]
+    return {"files": len(reports), "files_without_kernels": skipped, "kernels": len(kernels),
+            "suggestions": sum(len(k.suggestions) for k in kernels),
+            "bottlenecks": dict(Counter(_label(k) for k in kernels).most_common()),
+            "triton": reports[0].triton if reports else None}
+
+
+def _summary_line(s: dict) -> str:
+    classes = ", ".join(f"{n} {c}" for c, n in s["bottlenecks"].items())
+    skipped = f" ({s['files_without_kernels']} without kernels skipped)" if s["files_without_kernels"] else ""
+    triton = f"; assumed Triton {s['triton']}" if s.get("triton") else "; Triton not installed: no version gate applied"
+    return f"{s['files']} file(s){skipped}, {s['kernels']} kernel(s): {classes or 'none'}; {s['suggestions']} suggestion(s){triton}"
+
+
+def _fails(reports, failing: set[str]) -> bool:
+    for r in reports:
+        for k in r.kernels:
+            if "any" in failing and k.suggestions:
+                return True
+            if _label(k) in failing:
+                return True
+    return False
+
+
+def _wrap(text: str, indent: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=max(40, width), initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def _field(label: str, text: str, width: int, style: str = "") -> None:
+    import textwrap
+
+    from rich.markup import escape
+
+    for line in textwrap.wrap(text, width=max(40, width), initial_indent=f"     {label}: ", subsequent_indent=" " * 7,
+                              break_long_words=False, break_on_hyphens=False):
+        console.print(f"[{style}]{escape(line)}[/]" if style else escape(line), highlight=False, soft_wrap=True)
 
 
 def _print_report(report) -> None:
+    """Plain lines that fit the terminal (80 columns in a pipe): ids on their own line, never cut."""
+    from rich.markup import escape
+
     from patterns.core.user_evidence import describe
 
+    width = console.width
     for k in report.kernels:
         b = k.bottleneck
-        console.print(f"\n[bold]{k.kernel}[/] [dim]{k.path}:{k.line} · {k.gpu} · {b.source}[/]")
-        console.print(f"  [bold yellow]{b.cls.value}[/]: " + "; ".join(b.rationale), highlight=False)
+        console.print(f"\n[bold]{escape(k.kernel)}[/] [dim]{escape(k.path)}:{k.line} · {k.gpu} · {b.source}[/]", highlight=False, soft_wrap=True)
+        unknown = _label(k) == "unknown"
+        label = "bottleneck unknown" if unknown else b.cls.value
+        text = "; ".join(b.rationale)
+        if unknown:
+            text = text[len("bottleneck unknown: "):]
+        for i, line in enumerate(_wrap(f"{label}: {text}", "  ", width)):
+            console.print(f"[bold yellow]{escape(line)}[/]" if i == 0 else escape(line), highlight=False, soft_wrap=True)
         for o in k.other_bottlenecks:
-            console.print(f"  [yellow]{o.cls.value}[/]: " + "; ".join(o.rationale), highlight=False)
+            for line in _wrap(f"{o.cls.value}: " + "; ".join(o.rationale), "  ", width):
+                console.print(escape(line), highlight=False, soft_wrap=True)
         if k.suggestions:
-            t = Table(show_lines=True, expand=True)
-            t.add_column("#", width=2)
-            t.add_column("pattern", ratio=2)
-            t.add_column("why it applies", ratio=3)
-            t.add_column("expected effect", ratio=3)
-            t.add_column("safety / evidence", ratio=2)
             for i, s in enumerate(k.suggestions, 1):
+                console.print(f"  {i}. [bold]{s.pattern_id}[/]", highlight=False, soft_wrap=True)
+                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {s.rewrite or 'by hand'}"
+                for line in _wrap(meta, "     ", width):
+                    console.print(f"[dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
+                for m in s.matched[:4]:
+                    _field("why", m, width)
+                if s.expected_effect:
+                    _field("effect", s.expected_effect, width)
                 ev = [f"{u.project} {u.path}:{u.lines[0]}" for u in s.upstream[:2]]
                 ev += [f"measured: {describe(m)}" for m in s.measured[:1]]
                 ev += [f"yours: {describe(m)}" for m in s.local_measured[-1:]]
-                t.add_row(
-                    str(i),
-                    f"[bold]{s.pattern_id}[/]\n{s.title}\n[dim]score {s.score:.2f} · rewrite: {s.rewrite or 'by hand'}[/]",
-                    "\n".join(s.matched[:4]),
-                    s.expected_effect or "-",
-                    f"{s.safety.value}\n[dim]" + "\n".join(ev) + "[/]",
-                )
-            console.print(t)
+                if ev:
+                    _field("evidence", "; ".join(ev), width, style="dim")
         else:
             console.print("  [dim]no pattern in the library passes the applicability gates for this kernel[/]")
         if k.already_applied:
-            console.print("  already applied: " + ", ".join(f"{s.pattern_id} (line {s.lines[0]})" if s.lines else s.pattern_id for s in k.already_applied), highlight=False)
+            text = "already applied: " + ", ".join(f"{s.pattern_id} (line {s.lines[0]})" if s.lines else s.pattern_id for s in k.already_applied)
+            for line in _wrap(text, "  ", width):
+                console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @app.command("index")
@@ -362,9 +502,23 @@ def apply_cmd(
 # distilling upstream code (patterns.distill)
 # --------------------------------------------------------------------------------------
 
-from patterns.distill.cli import distill_command  # noqa: E402
+from patterns.distill.cli import distill_command, drafts_app  # noqa: E402
 
 app.command("distill")(distill_command)
+app.add_typer(drafts_app, name="drafts")
+
+
+@drafts_app.command("promote")
+def drafts_promote(draft_id: str = typer.Argument(..., metavar="ID"), drafts: Optional[Path] = typer.Option(None, "--drafts", help="drafts folder (default: the user data directory)"),
+                   library: Optional[Path] = typer.Option(None, "--library", help="library folder (default: the bundled one)")) -> None:
+    """Move a reviewed draft into the library, once its prose and runnable examples exist and the checks pass."""
+    from patterns.distill.drafts import drafts_dir, promote
+    from patterns.core.library import library_dir
+    from patterns.rewriter import REWRITES
+
+    target = promote(drafts_dir(drafts), draft_id, library or library_dir(), rewrites=REWRITES)
+    console.print(f"promoted {draft_id} to {target}")
+
 
 
 # --------------------------------------------------------------------------------------
@@ -380,12 +534,23 @@ def validate_cmd(
     device: str = typer.Option("auto", help="auto, cpu (Triton interpreter) or cuda"),
     format: str = typer.Option("table", "--format", "-f", help="table, json or markdown"),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="run the gate as a Ray task on the cluster at ADDRESS; alone: a Ray instance started here"),
+    ray_resource: Optional[str] = typer.Option(None, "--ray-resource", metavar="NAME=N", help="with --ray: the task asks for N units of this custom resource instead of one GPU"),
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
     # imported here: the gate pulls in torch, which `suggest` must not pay for
     from patterns.validation.cli import validate_command
 
-    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern)
+    gate = None
+    if ray is not None:
+        import functools
+
+        from patterns.agent.fanout import validate_remote
+
+        gate = functools.partial(validate_remote, address=ray, resource=ray_resource)
+    elif ray_resource is not None:
+        raise UsageError("--ray-resource: only with --ray")
+    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, gate=gate)
 
 
 # --------------------------------------------------------------------------------------
@@ -555,8 +720,22 @@ def skill_export_cmd(out: Path = typer.Argument(..., metavar="DIR", help="folder
 # entry point
 # --------------------------------------------------------------------------------------
 
+def ray_address_optional(argv: list[str]) -> list[str]:
+    """`--ray` may stand alone (a Ray instance on this host): `--ray` not followed by an address is `--ray=local`."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--ray" and not (i + 1 < len(argv) and _RAY_ADDRESS.match(argv[i + 1])):
+            arg = "--ray=local"
+        out.append(arg)
+    return out
+
+
+_RAY_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d+)$")
+
+
 def main(argv: list[str] | None = None) -> None:
     # typer handles usage errors itself (exit 2); ours are one line, exit 2, no traceback
+    argv = ray_address_optional(sys.argv[1:] if argv is None else list(argv))
     try:
         app(args=argv)
     except Exception as exc:  # SystemExit (typer's normal exit) is not an Exception: no imports on success

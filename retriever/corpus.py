@@ -39,6 +39,9 @@ EVIDENCE = REPO / "evidence" / "corpus"
 PACKAGES_FILE = EVIDENCE / "packages.yaml"
 LABELS_FILE = EVIDENCE / "labels.yaml"
 TOP = 5
+MODES = ("plain", "shapes", "inputs")
+HEAD = "| | without shapes | with shapes | with inputs |"
+RULE = "| --- | --- | --- | --- |"
 FILE_TIME_LIMIT_S = 60
 
 
@@ -218,6 +221,69 @@ def plausible_shapes(facts, kernel) -> dict[str, int]:
     return out
 
 
+_INT_TENSOR = re.compile(r"(?i)(idx|index|indices|ids|offsets|offs|lens|lengths|cu_seqlens\w*|positions|pos|table|mask|counts|sorted\w*|expert_ids)$")
+
+
+def _split_top(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [c for c in [*out, cur] if c.strip()]
+
+
+def plausible_inputs(facts, kernel) -> dict[str, str]:
+    """--input values a user would give: every tensor the launcher reads `.shape`/`.stride` of, with the rank
+    its code implies and serving-size extents (the unpacked names' plausible values, else 4096);
+    for a kernel launched elsewhere, its pointer parameters as 4096x4096 tensors."""
+    out: dict[str, str] = {}
+
+    def dtype(name: str) -> str:
+        return "int32" if _INT_TENSOR.search(name) else "bf16"
+
+    for la in kernel.launches[:1]:
+        assigned = facts.host_assigns.get(la.function, {})
+        texts = [e for _, e in assigned.values()] + la.args + list(la.kwargs.values()) + [la.grid]
+        names = {m for t in texts for m in re.findall(r"\b([A-Za-z_]\w*)\.(?:shape|stride|size|numel|dim|view|reshape|dtype|device|contiguous|element_size)\b", t)}
+        names |= {m for t in texts for m in re.findall(r"torch\.\w+_like\(\s*([A-Za-z_]\w*)", t)}
+        for t in sorted(names - set(assigned)):
+            dims: dict[int, int] = {}
+            for var, (_, expr) in assigned.items():
+                m = re.fullmatch(rf"\(?{re.escape(t)}\.shape\)?\[(-?\d+)\]", expr.strip())
+                if m:
+                    dims[int(m.group(1))] = plausible_value(var, False) or 4096
+                # B, T, H, K, V = *k.shape, v.shape[-1]: k's extents are the leading names
+                m = re.fullmatch(rf"\(\*{re.escape(t)}\.shape, (.*)\)\[(\d+)\]", expr.strip())
+                if m:
+                    extra = len(_split_top(m.group(1)))
+                    n = 1 + max(int(re.fullmatch(r".*\[(\d+)\]", e.strip()).group(1)) for _, e in assigned.values()
+                                if re.fullmatch(rf"\(\*{re.escape(t)}\.shape, .*\)\[(\d+)\]", e.strip()))
+                    if int(m.group(2)) < n - extra:
+                        dims[int(m.group(2))] = plausible_value(var, False) or 4096
+                        dims.setdefault(n - extra - 1, 4096)
+            rank = max([len({i for i in dims if i >= 0})] + [i + 1 for i in dims if i >= 0] + [-i for i in dims if i < 0] + [
+                int(i) + 1 if not i.startswith("-") else -int(i) for text in texts
+                for i in re.findall(rf"\b{re.escape(t)}\.(?:shape\[|stride\(|size\()(-?\d+)", text)] + [2])
+            shape = [4096] * rank
+            for i, v in dims.items():
+                shape[i] = v
+            out[t] = "x".join(map(str, shape)) + ":" + dtype(t)
+    if not kernel.launches:
+        from patterns.retriever.estimate import _pointer_param
+
+        for c in kernel.calls:
+            if c.name in ("tl.load", "tl.store") and c.args:
+                p = _pointer_param(c.args[0], kernel)
+                if p:
+                    out.setdefault(p, "4096x4096:" + dtype(p.removesuffix("_ptr")))
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # run
 # --------------------------------------------------------------------------------------
@@ -229,13 +295,14 @@ class KernelRun:
     version: str
     path: str
     kernel: str
-    mode: str  # "plain" | "shapes"
+    mode: str  # "plain" | "shapes" | "inputs"
     verdict: str = ""
     sized: bool = False
     why_unsized: str = ""
     top: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     shapes: dict[str, int] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -260,9 +327,12 @@ def _alarm(signum, frame):  # noqa: ARG001
 
 def _unsized_reason(kernel_facts, report_kernel) -> str:
     """Why a kernel got no sized verdict: the launch is elsewhere, or the names the estimate could not size."""
+    text = " ".join(report_kernel.bottleneck.rationale)
+    m = re.search(r"not sized: (.*?)(; patterns ranked|$)", text)
+    if m:
+        return m.group(1)[:160]
     if kernel_facts is not None and not kernel_facts.launches:
         return "no launch in this file (launcher elsewhere)"
-    text = " ".join(report_kernel.bottleneck.rationale)
     m = re.search(r"unknown: ([^)]*)\)", text)
     if m:
         return "unknown: " + m.group(1)
@@ -283,10 +353,21 @@ def run_file(entry: dict, mode: str, entries) -> FileRun:
         facts = extract_file(path)
         by_name = {k.name: k for k in facts.kernels}
         shapes: dict[str, int] = {}
-        if mode == "shapes":
+        inputs: dict[str, str] = {}
+        per_kernel: dict[str, dict[str, str]] = {}
+        if mode in ("shapes", "inputs"):
             for k in facts.kernels:
                 shapes.update(plausible_shapes(facts, k))
-        report = suggest(path, shapes=shapes, top=TOP, entries=entries)
+        if mode == "inputs":
+            from patterns.retriever.launcher import parse_input
+
+            for k in facts.kernels:
+                per_kernel[k.name] = plausible_inputs(facts, k)
+                inputs.update(per_kernel[k.name])
+        tensors = dict(parse_input(f"{n}={v}") for n, v in inputs.items()) if inputs else None
+        for n in inputs:
+            shapes.pop(n, None)  # a tensor, not a size (`g` of a gate is not a group count)
+        report = suggest(path, shapes=shapes, top=TOP, entries=entries, inputs=tensors, strict_names=False)
         for kr in report.kernels:
             kf = by_name.get(kr.kernel)
             sized = "programs" in kr.bottleneck.numbers or kr.bottleneck.source != "estimate"
@@ -296,6 +377,7 @@ def run_file(entry: dict, mode: str, entries) -> FileRun:
                 why_unsized="" if sized or kf is None else _unsized_reason(kf, kr),
                 top=[s.pattern_id for s in kr.suggestions], already=[s.pattern_id for s in kr.already_applied],
                 shapes={n: v for n, v in shapes.items()} if kf is not None else {},
+                inputs=per_kernel.get(kr.kernel, {}),
             ))
     except (FactsError, RetrieveError) as exc:
         out.rejected = str(exc).splitlines()[0]
@@ -383,14 +465,28 @@ def score_labels(labels: list[Label], runs: list[KernelRun], mode: str) -> dict:
 # --------------------------------------------------------------------------------------
 
 
+def _reason_class(why: str) -> str:
+    """A reason's kind, for the table (the per-kernel text stays in report.json)."""
+    out = []
+    if "--input" in why or "--shape" in why:
+        out.append("names to give (--shape/--input)")
+    if "cannot replay" in why:
+        out.append("launcher not replayable (helper call, comprehension)")
+    if "no launch in this file" in why:
+        out.append("launched elsewhere, no pointer input")
+    if "grid sized, body not" in why:
+        out.append("grid sized, body not (block sizes unknown)")
+    return " + ".join(out) or why[:60] or "unknown"
+
+
 def summarise(manifest: dict, file_runs: list[FileRun], labels: list[Label]) -> dict:
     summary: dict = {"packages": manifest["packages"], "modes": {}}
     all_kernels = [k for f in file_runs for k in f.kernels]
-    for mode in ("plain", "shapes"):
+    for mode in MODES:
         fr = [f for f in file_runs if f.mode == mode]
         ks = [k for k in all_kernels if k.mode == mode and k.kernel != "<host code>"]
         secs = sorted(f.seconds for f in fr)
-        reasons = Counter(re.sub(r"unknown: .*", "unknown size names", k.why_unsized) for k in ks if not k.sized)
+        reasons = Counter(_reason_class(k.why_unsized) for k in ks if not k.sized)
         summary["modes"][mode] = {
             "files": len(fr), "kernels": len(ks),
             "crashes": [{"package": f.package, "path": f.path, "error": f.crash} for f in fr if f.crash],
@@ -405,7 +501,7 @@ def summarise(manifest: dict, file_runs: list[FileRun], labels: list[Label]) -> 
             "seconds_median_per_file": round(statistics.median(secs), 3) if secs else 0,
             "seconds_max_per_file": round(secs[-1], 3) if secs else 0,
         }
-    summary["labels"] = {mode: score_labels(labels, all_kernels, mode) for mode in ("plain", "shapes")} if labels else {}
+    summary["labels"] = {mode: score_labels(labels, all_kernels, mode) for mode in MODES} if labels else {}
     return summary
 
 
@@ -413,29 +509,35 @@ def markdown(summary: dict) -> str:
     lines = ["# Real-kernel corpus", "",
              "Generated by `python -m patterns.retriever.corpus fetch && python -m patterns.retriever.corpus run`: "
              "`patterns suggest` (top 5) on every Triton kernel file of the sample below, read from the published "
-             "wheels (nothing from them is committed), once without shapes and once with plausible values for the "
-             "size names each launcher uses (`shapes`).", "",
+             "wheels (nothing from them is committed), once without shapes, once with plausible values for the "
+             "size names each launcher uses (`shapes`), and once with those plus input tensors as a user would give "
+             "them (`inputs`: `--input NAME=D0xD1:DTYPE` for every tensor the launcher reads `.shape` or `.stride` of, "
+             "with the rank its code implies and serving-size extents; for a kernel launched from another file, its "
+             "pointer parameters as 4096x4096 tensors; the inputs used per kernel are in report.json `kernel_runs`).", "",
              "| package | version | files | kernels |", "| --- | --- | --- | --- |"]
     for p in summary["packages"]:
         lines.append(f"| {p['name']} | {p['version']} | {p['files']} | {p['kernels']} |")
     lines.append(f"| **total** | | {sum(p['files'] for p in summary['packages'])} | {sum(p['kernels'] for p in summary['packages'])} |")
-    lines += ["", "| | without shapes | with shapes |", "| --- | --- | --- |"]
+    lines += ["", HEAD, RULE]
     m = summary["modes"]
+
+    def row(label, f):
+        lines.append(f"| {label} | " + " | ".join(str(f(m[mode])) for mode in MODES) + " |")
+
     for label, key in (("files", "files"), ("kernels", "kernels"), ("sized", "sized")):
-        lines.append(f"| {label} | {m['plain'][key]} | {m['shapes'][key]} |")
+        row(label, lambda x, key=key: x[key])
+    row("sized share", lambda x: f"{x['sized'] / x['kernels']:.1%}" if x["kernels"] else "-")
     for label, key in (("crashes", "crashes"), ("rejected files", "rejected")):
-        lines.append(f"| {label} | {len(m['plain'][key])} | {len(m['shapes'][key])} |")
-    lines.append(f"| kernels without any suggestion | {m['plain']['kernels_without_suggestion']} | {m['shapes']['kernels_without_suggestion']} |")
-    lines.append(f"| time total / median per file / max (s) | {m['plain']['seconds_total']} / {m['plain']['seconds_median_per_file']} / "
-                 f"{m['plain']['seconds_max_per_file']} | {m['shapes']['seconds_total']} / {m['shapes']['seconds_median_per_file']} / "
-                 f"{m['shapes']['seconds_max_per_file']} |")
+        row(label, lambda x, key=key: len(x[key]))
+    row("kernels without any suggestion", lambda x: x["kernels_without_suggestion"])
+    row("time total / median per file / max (s)", lambda x: f"{x['seconds_total']} / {x['seconds_median_per_file']} / {x['seconds_max_per_file']}")
     for title, key in (("Verdicts", "verdicts"), ("Verdicts of sized kernels", "sized_verdicts"),
                        ("Why a kernel was not sized", "unsized_reasons"), ("Top-ranked pattern", "top1"),
                        ("Reported as already applied", "already_applied")):
-        keys = list(dict.fromkeys([*m["plain"][key], *m["shapes"][key]]))
-        lines += ["", f"## {title}", "", "| | without shapes | with shapes |", "| --- | --- | --- |"]
-        lines += [f"| {k} | {m['plain'][key].get(k, 0)} | {m['shapes'][key].get(k, 0)} |" for k in keys]
-    for mode in ("plain", "shapes"):
+        keys = list(dict.fromkeys(k for mode in MODES for k in m[mode][key]))
+        lines += ["", f"## {title}", "", HEAD, RULE]
+        lines += [f"| {k} | " + " | ".join(str(m[mode][key].get(k, 0)) for mode in MODES) + " |" for k in keys]
+    for mode in MODES:
         for kind in ("crashes", "rejected"):
             if m[mode][kind]:
                 lines += ["", f"## {kind.capitalize()} ({mode})", ""]
@@ -445,22 +547,24 @@ def markdown(summary: dict) -> str:
                   "Labels in evidence/corpus/labels.yaml, written from reading each kernel before the tool ran on it. "
                   "recall@5: share of the expected techniques (those the library has a pattern for) in the top 5; "
                   "already-applied rate: top-5 suggestions the kernel already applies, over all top-5 suggestions.", "",
-                  "| | without shapes | with shapes |", "| --- | --- | --- |"]
-        lp, ls = summary["labels"]["plain"], summary["labels"]["shapes"]
-        for label, key in (("kernels labelled / scored", None), ("recall@5", "recall_at_5"),
-                           ("already-applied suggested", "already_applied_suggested"), ("already-applied rate", "already_applied_rate"),
-                           ("applied techniques recognised", None), ("bottleneck label agrees", "bottleneck_agrees")):
-            if key is None and label.startswith("kernels"):
-                lines.append(f"| {label} | {lp['labelled']} / {lp['scored']} | {ls['labelled']} / {ls['scored']} |")
-            elif key is None:
-                lines.append(f"| {label} | {lp['applied_recognised']} of {lp['applied_labelled']} | {ls['applied_recognised']} of {ls['applied_labelled']} |")
-            else:
-                lines.append(f"| {label} | {lp[key]} | {ls[key]} |")
-        lines += ["", "| kernel | expected | top 5 (with shapes) | missed | re-suggested |", "| --- | --- | --- | --- | --- |"]
-        for r in ls["rows"]:
+                  HEAD, RULE]
+        L = summary["labels"]
+        lines.append("| kernels labelled / scored | " + " | ".join(f"{L[x]['labelled']} / {L[x]['scored']}" for x in MODES) + " |")
+        for label, key in (("recall@5", "recall_at_5"), ("already-applied suggested", "already_applied_suggested"),
+                           ("already-applied rate", "already_applied_rate")):
+            lines.append(f"| {label} | " + " | ".join(str(L[x][key]) for x in MODES) + " |")
+        lines.append("| applied techniques recognised | " + " | ".join(f"{L[x]['applied_recognised']} of {L[x]['applied_labelled']}" for x in MODES) + " |")
+        lines.append("| bottleneck label agrees | " + " | ".join(str(L[x]["bottleneck_agrees"]) for x in MODES) + " |")
+        lines.append("| labelled kernels sized | " + " | ".join(str(sum(r["sized"] for r in L[x]["rows"])) for x in MODES) + " |")
+        lines += ["", "| kernel | expected | top 5 (with inputs) | missed | re-suggested | bottleneck label / tool |", "| --- | --- | --- | --- | --- | --- |"]
+        for r in L["inputs"]["rows"]:
             missed = [p for p in r["expected"] if p not in r["hits"]]
             lines.append(f"| {r['package']} `{r['path']}` {r['kernel']} | {', '.join(r['expected'])} | {', '.join(r['top'])} | "
-                         f"{', '.join(missed)} | {', '.join(r['resuggested'])} |")
+                         f"{', '.join(missed)} | {', '.join(r['resuggested'])} | {r['bottleneck_label']} / {r['bottleneck_tool']}{'' if r['sized'] else ' (unsized)'} |")
+    unsized = [k for k in summary.get("kernel_runs", []) if k["mode"] == "inputs" and not k["sized"] and k["kernel"] != "<host code>"]
+    if unsized:
+        lines += ["", "## Kernels not sized with inputs, and why", "", "| kernel | why |", "| --- | --- |"]
+        lines += [f"| {k['package']} `{k['path']}` {k['kernel']} | {k['why_unsized'].replace('|', '/')} |" for k in unsized]
     return "\n".join(lines) + "\n"
 
 
@@ -472,21 +576,21 @@ def print_summary(summary: dict, console) -> None:
         t.add_row(p["name"], p["version"], str(p["files"]), str(p["kernels"]))
     console.print(t)
     m = summary["modes"]
-    t = Table("", "without shapes", "with shapes", title="suggest on the corpus", title_justify="left")
+    t = Table("", *MODES, title="suggest on the corpus", title_justify="left")
     for label, key in (("files", "files"), ("kernels", "kernels"), ("sized", "sized")):
-        t.add_row(label, str(m["plain"][key]), str(m["shapes"][key]))
-    t.add_row("crashes", str(len(m["plain"]["crashes"])), str(len(m["shapes"]["crashes"])))
-    t.add_row("rejected files", str(len(m["plain"]["rejected"])), str(len(m["shapes"]["rejected"])))
-    for v in dict.fromkeys([*m["plain"]["verdicts"], *m["shapes"]["verdicts"]]):
-        t.add_row(f"verdict {v}", str(m["plain"]["verdicts"].get(v, 0)), str(m["shapes"]["verdicts"].get(v, 0)))
-    t.add_row("time (s)", str(m["plain"]["seconds_total"]), str(m["shapes"]["seconds_total"]))
+        t.add_row(label, *(str(m[x][key]) for x in MODES))
+    t.add_row("crashes", *(str(len(m[x]["crashes"])) for x in MODES))
+    t.add_row("rejected files", *(str(len(m[x]["rejected"])) for x in MODES))
+    for v in dict.fromkeys(k for x in MODES for k in m[x]["verdicts"]):
+        t.add_row(f"verdict {v}", *(str(m[x]["verdicts"].get(v, 0)) for x in MODES))
+    t.add_row("time (s)", *(str(m[x]["seconds_total"]) for x in MODES))
     console.print(t)
     if summary.get("labels"):
-        lp, ls = summary["labels"]["plain"], summary["labels"]["shapes"]
-        t = Table("labelled kernels", "without shapes", "with shapes", title_justify="left")
-        t.add_row("scored", str(lp["scored"]), str(ls["scored"]))
-        t.add_row("recall@5", str(lp["recall_at_5"]), str(ls["recall_at_5"]))
-        t.add_row("already-applied rate", str(lp["already_applied_rate"]), str(ls["already_applied_rate"]))
+        L = summary["labels"]
+        t = Table("labelled kernels", *MODES, title_justify="left")
+        t.add_row("scored", *(str(L[x]["scored"]) for x in MODES))
+        t.add_row("recall@5", *(str(L[x]["recall_at_5"]) for x in MODES))
+        t.add_row("already-applied rate", *(str(L[x]["already_applied_rate"]) for x in MODES))
         console.print(t)
 
 
@@ -504,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--labels", type=Path, default=LABELS_FILE)
     r.add_argument("--out", type=Path, default=EVIDENCE, help="folder for report.json and report.md")
     r.add_argument("--limit", type=int, default=None, help="only the first N files (a quick look)")
-    r.add_argument("--mode", choices=["plain", "shapes", "both"], default="both")
+    r.add_argument("--mode", choices=[*MODES, "all"], default="all")
     args = ap.parse_args(argv)
     console = Console(stderr=True)
     try:
@@ -521,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = load_library()
         labels = load_labels(args.labels, {e.id for e in entries}) if args.labels.exists() else []
         chosen = manifest["files"][: args.limit]
-        modes = ["plain", "shapes"] if args.mode == "both" else [args.mode]
+        modes = list(MODES) if args.mode == "all" else [args.mode]
         runs: list[FileRun] = []
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("suggest on the corpus", total=len(chosen) * len(modes))
@@ -529,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
                 for entry in chosen:
                     runs.append(run_file(entry, mode, entries))
                     progress.advance(task)
-        for mode in ("plain", "shapes"):
+        for mode in MODES:
             if mode not in modes:  # a one-mode run still fills both columns' keys
                 runs += [FileRun(f.package, f.version, f.path, mode, 0.0) for f in runs if f.mode == modes[0]]
         summary = summarise(manifest, runs, labels)

@@ -18,93 +18,14 @@ import re
 from dataclasses import dataclass, field
 
 from patterns.core.hardware import GPU
+from patterns.retriever.cache_model import l2_reuse
 from patterns.core.predicates import Subject, evaluate
 from patterns.core.facts_types import FileFacts, KernelFacts
 from patterns.core.records import Bottleneck
 from patterns.core.schema import BottleneckClass, Condition
 
-DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float8": 1, "fp8": 1, "int8": 1, "int32": 4, "int64": 8}
-DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8"}
-
-
-class Unknown(Exception):
-    """An expression refers to something the estimate cannot size."""
-
-
-# --------------------------------------------------------------------------------------
-# a tiny, safe arithmetic evaluator (no eval): the launcher's sizing expressions
-# --------------------------------------------------------------------------------------
-
-_FUNCS = {
-    "cdiv": lambda a, b: -(-a // b),
-    "triton.cdiv": lambda a, b: -(-a // b),
-    "next_power_of_2": lambda n: 1 << (int(n) - 1).bit_length() if n > 1 else 1,
-    "triton.next_power_of_2": lambda n: 1 << (int(n) - 1).bit_length() if n > 1 else 1,
-    "min": min,
-    "max": max,
-    "int": int,
-    "abs": abs,
-    "math.ceil": math.ceil,
-    "math.sqrt": math.sqrt,
-    "float": float,
-}
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
-
-
-def safe_eval(expr: str, env: dict):
-    def ev(n: ast.AST):
-        if isinstance(n, ast.Expression):
-            return ev(n.body)
-        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float, bool, str)):
-            return n.value
-        if isinstance(n, ast.Name):
-            if n.id in env:
-                return env[n.id]
-            raise Unknown(n.id)
-        if isinstance(n, ast.Tuple | ast.List):
-            return tuple(ev(e) for e in n.elts)
-        if isinstance(n, ast.BinOp):
-            a, b = ev(n.left), ev(n.right)
-            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b, ast.FloorDiv: lambda: a // b,
-                   ast.Div: lambda: a / b, ast.Mod: lambda: a % b, ast.Pow: lambda: a**b}
-            if type(n.op) in ops:
-                return ops[type(n.op)]()
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            return -ev(n.operand)
-        if isinstance(n, ast.Compare) and len(n.ops) == 1:
-            a, b = ev(n.left), ev(n.comparators[0])
-            ops = {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b, ast.NotEq: a != b}
-            return ops[type(n.ops[0])]
-        if isinstance(n, ast.IfExp):
-            return ev(n.body) if ev(n.test) else ev(n.orelse)
-        if isinstance(n, ast.Call):
-            name = _dotted(n.func)
-            if name in _FUNCS and not n.keywords:
-                return _FUNCS[name](*(ev(a) for a in n.args))
-            raise Unknown(name or "call")
-        if isinstance(n, ast.Subscript):
-            base = ev(n.value)
-            key = ev(n.slice)
-            if isinstance(base, (dict, tuple)):
-                return base[key]
-        if isinstance(n, ast.Attribute):
-            name = _dotted(n)
-            if name in env:
-                return env[name]
-            raise Unknown(name)
-        raise Unknown(ast.dump(n)[:40])
-
-    try:
-        return ev(ast.parse(expr.strip(), mode="eval"))
-    except (SyntaxError, KeyError, IndexError, TypeError, ZeroDivisionError, ValueError):
-        raise Unknown(expr) from None
+# the evaluator and the dtype tables live with the launcher replay; re-exported for callers
+from patterns.retriever.launcher import DTYPE_ALIASES, DTYPE_BYTES, Tensor, Unknown, dotted as _dotted, free_names, safe_eval  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------
@@ -115,28 +36,53 @@ def safe_eval(expr: str, env: dict):
 @dataclass
 class LaunchSize:
     programs: int | None = None
+    grid: tuple[int, ...] | None = None
     binds: dict[str, int] = field(default_factory=dict)  # kernel params with known values
+    tensors: dict[str, Tensor] = field(default_factory=dict)  # pointer params bound to a --input tensor
     num_warps: int = 4
     num_stages: int = 3
     assumptions: list[str] = field(default_factory=list)
-    unknown: set[str] = field(default_factory=set)
+    unknown: set[str] = field(default_factory=set)  # names the user can give (--shape NAME=, --input NAME=)
+    unreplayable: list[str] = field(default_factory=list)  # what no name can fix: helpers, comprehensions
+    tensor_names: set[str] = field(default_factory=set)  # launcher names used as tensors (x.shape, x.stride(0))
 
 
-def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int]) -> LaunchSize:
+def _missing(size: LaunchSize, expr: str, env: dict, exc: Unknown, assigned: set[str], what: str) -> None:
+    names = [n for n in free_names(expr, env) if n not in assigned]
+    if names:
+        size.unknown.update(names)
+    elif str(exc).isidentifier() and str(exc) not in assigned:
+        size.unknown.add(str(exc))
+    elif not any(n in assigned for n in free_names(expr, env)):
+        size.unreplayable.append(f"{what} `{expr.strip()[:48]}` ({exc})")
+
+
+def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], inputs: dict[str, Tensor] | None = None) -> LaunchSize:
     size = LaunchSize()
+    inputs = dict(inputs or {})
     launch = kernel.launches[0] if kernel.launches else None
-    env: dict = dict(shapes)
+    env: dict = {**shapes, **inputs}
+    params = [p.name for p in kernel.params]
     if launch is not None:
-        # replay the launcher's assignments in line order; user shapes win
-        for var, (line, expr) in sorted(facts.host_assigns.get(launch.function, {}).items(), key=lambda kv: kv[1][0]):
-            if var in shapes:
+        # parameters the caller left at their defaults (cu_seqlens=None, scale=None, BLOCK=1024)
+        for name, expr in facts.host_defaults.get(launch.function, {}).items():
+            if name not in env:
+                try:
+                    env[name] = safe_eval(expr, {})
+                except Unknown:
+                    pass
+        assigns = facts.host_assigns.get(launch.function, {})
+        texts = [e for _, e in assigns.values()] + launch.args + list(launch.kwargs.values()) + [launch.grid]
+        size.tensor_names = {m for t in texts for m in re.findall(r"\b([A-Za-z_]\w*)\.(?:shape|stride|size|numel|dim|view|reshape|dtype|device|contiguous|element_size)\b", t)}
+        size.tensor_names |= {m for t in texts for m in re.findall(r"torch\.\w+_like\(\s*([A-Za-z_]\w*)", t)}
+        # replay the launcher's assignments in line order; user shapes and inputs win
+        for var, (line, expr) in sorted(assigns.items(), key=lambda kv: kv[1][0]):
+            if var in shapes or var in inputs:
                 continue
             try:
                 env[var] = safe_eval(expr, env)
             except Unknown as exc:
-                if str(exc).isidentifier():  # a shape the user can give with --shape
-                    size.unknown.add(str(exc))
-        params = [p.name for p in kernel.params]
+                _missing(size, expr, env, exc, set(assigns), f"line {line}")
         for name, expr in zip(params, launch.args):
             _bind(size, env, name, expr)
         for name, expr in launch.kwargs.items():
@@ -150,6 +96,9 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int]) -
     for name, value in shapes.items():
         if kernel.param(name) is not None:
             size.binds.setdefault(name, value)
+    for name, t in inputs.items():  # a kernel launched elsewhere: inputs named by its pointer parameters
+        if kernel.param(name) is not None:
+            size.tensors.setdefault(name, t)
     for p in kernel.params:
         if p.name not in size.binds and p.default is not None:
             try:
@@ -181,8 +130,9 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int]) -
             pass
     if launch is not None and launch.grid:
         grid_expr = launch.grid
-        if grid_expr in facts.host_assigns.get(launch.function, {}):
-            grid_expr = facts.host_assigns[launch.function][grid_expr][1]
+        assigns = facts.host_assigns.get(launch.function, {})
+        if grid_expr in assigns:
+            grid_expr = assigns[grid_expr][1]
         genv = dict(env)
         if grid_expr.startswith("lambda"):
             arg = grid_expr[len("lambda"):grid_expr.index(":")].strip()
@@ -191,10 +141,11 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int]) -
         try:
             g = safe_eval(grid_expr, genv)
             g = g if isinstance(g, tuple) else (g,)
-            size.programs = int(math.prod(int(x) for x in g))
+            size.grid = tuple(int(x) for x in g)
+            size.programs = int(math.prod(size.grid))
         except (Unknown, TypeError, ValueError) as exc:
-            if str(exc).isidentifier():
-                size.unknown.add(str(exc))
+            _missing(size, grid_expr, genv, exc if isinstance(exc, Unknown) else Unknown(str(exc)), set(assigns) - set(env), "grid")
+    # names the kernel's own sizes need: unbound constexprs and int parameters its loops and masks use
     return size
 
 
@@ -203,7 +154,9 @@ def _bind(size: LaunchSize, env: dict, name: str, expr: str) -> None:
         value = safe_eval(expr, env)
     except Unknown:
         return
-    if isinstance(value, (int, float, bool)) and not isinstance(value, str):
+    if isinstance(value, Tensor):
+        size.tensors[name] = value
+    elif isinstance(value, (int, float, bool)):
         size.binds[name] = value
 
 
@@ -350,8 +303,12 @@ class BodyCost:
     ew_flops: float = 0.0
     transcendentals: float = 0.0
     largest_tile: int = 0
+    block_1d: int = 0  # elements of the largest 1-D block value
+    tensors_1d: int = 0  # live 1-D block values of that size (loads and what is computed from them)
     unsized: list[str] = field(default_factory=list)
     dot_dtype: str = "bfloat16"
+    elements: dict[str, int] = field(default_factory=dict)  # pointer param -> elements loaded/stored per program
+    load_bytes: dict[int, float] = field(default_factory=dict)  # line of a tl.load -> bytes per program
 
 
 def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], default_bytes: int) -> BodyCost:
@@ -360,10 +317,16 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
     shapes = _Shapes(kernel)
     loops = {lp.line: lp for lp in kernel.loops}
     trips: dict[int, int | None] = {line: _trip_count(lp.iter, binds) for line, lp in loops.items()}
+    one_d: dict[str, int] = {}
     for var, sh in shapes.env.items():
         n = _elements(sh, binds)
         if n and len(sh) >= 2:
             cost.largest_tile = max(cost.largest_tile, n)
+        elif n and len(sh) == 1 and var in kernel.loaded:
+            one_d[var] = n
+    if one_d:
+        cost.block_1d = max(one_d.values())
+        cost.tensors_1d = sum(1 for n in one_d.values() if n == cost.block_1d)
     for c in kernel.calls:
         mult = 1
         for line in c.loops:
@@ -381,6 +344,10 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             base = _pointer_param(ptr, kernel)
             nbytes = elem_bytes.get(base, default_bytes)
             cost.bytes += n * nbytes * mult
+            if c.name == "tl.load":
+                cost.load_bytes[c.line] = cost.load_bytes.get(c.line, 0) + n * nbytes * mult
+            if base:
+                cost.elements[base] = cost.elements.get(base, 0) + n * mult
         elif c.name == "tl.dot" and len(c.args) >= 2:
             a, b = shapes.parse(c.args[0]), shapes.parse(c.args[1])
             n = _elements((*a[:1], *b), binds) if a and b else None
@@ -472,13 +439,24 @@ def estimate(
     shapes: dict[str, int],
     dtype: str = "bfloat16",
     dtype_overrides: dict[str, str] | None = None,
+    inputs: dict[str, Tensor] | None = None,
 ) -> Analysis:
     dtype = DTYPE_ALIASES.get(dtype, dtype)
     overrides = resolve_overrides(kernel, {k: DTYPE_ALIASES.get(v, v) for k, v in (dtype_overrides or {}).items()})
     found: list[Bottleneck] = []
     nums: dict[str, float] = {}
-    size = size_launch(facts, kernel, shapes)
-    cost = body_cost(kernel, size.binds, {k: DTYPE_BYTES[v] for k, v in overrides.items()}, DTYPE_BYTES.get(dtype, 2))
+    size = size_launch(facts, kernel, shapes, inputs)
+    elem_bytes = {k: t.element_size() for k, t in size.tensors.items()}
+    elem_bytes.update({k: DTYPE_BYTES[v] for k, v in overrides.items()})
+    cost = body_cost(kernel, size.binds, elem_bytes, DTYPE_BYTES.get(dtype, 2))
+    if size.programs is None and size.tensors:
+        # no replayable grid (launched elsewhere, or built by a helper): the programs that
+        # cover the largest input at the elements each program reads of it
+        cover = [(t.numel(), p, cost.elements[p]) for p, t in size.tensors.items() if cost.elements.get(p)]
+        if cover:
+            numel, p, per = max(cover)
+            size.programs = max(1, -(-numel // per))
+            size.assumptions.append(f"grid inferred: {size.programs} programs cover {p}'s {numel} elements at {per} per program")
     sized = size.programs is not None and (cost.bytes > 0 or cost.dot_flops > 0)
 
     subject = Subject(facts, kernel)
@@ -498,6 +476,22 @@ def estimate(
     if sized:
         programs = size.programs
         bytes_ = cost.bytes * programs
+        threads = size.num_warps * 32
+        regs_2d = 3 * cost.largest_tile // (2 * max(threads, 1))
+        # a 1-D block of N values spreads over 32*num_warps threads: N/threads registers per live tensor
+        regs_1d = cost.tensors_1d * cost.block_1d // max(threads, 1)
+        regs_per_thread = min(255, 32 + max(regs_2d, regs_1d))
+        resident_by_regs = max(1, hw.regs_per_sm // (regs_per_thread * threads))
+        resident = max(1, min(resident_by_regs, hw.max_threads_per_sm // threads, 32))
+        slots = hw.sm_count * resident
+        reuse = l2_reuse(kernel, size.binds, cost.load_bytes, programs, slots, size.grid, hw.l2_mb * 1e6)
+        grouped = l2_reuse(kernel, size.binds, cost.load_bytes, programs, slots, size.grid, hw.l2_mb * 1e6, group=8)
+        if grouped is not None and reuse is not None and not reuse.order.startswith("grouped"):
+            nums["bytes_if_grouped"] = cost.bytes * programs - grouped.saved
+        if reuse is not None:
+            bytes_ -= reuse.saved
+            nums.update({"bytes_without_l2_reuse": reuse.no_reuse_bytes, "wave_programs": reuse.wave,
+                         "wave_tile_rows": reuse.rows, "wave_tile_cols": reuse.cols})
         dot_flops = cost.dot_flops * programs
         ew_flops = (cost.ew_flops + cost.transcendentals) * programs
         flops = dot_flops + ew_flops
@@ -506,14 +500,9 @@ def estimate(
         peak_ew = hw.peak("float32") * 1e12
         t_mem = bytes_ / bw
         t_comp = dot_flops / peak_dot + ew_flops / peak_ew
-        threads = size.num_warps * 32
-        # registers: the largest tile (a dot's fp32 accumulator) lives across the loop with
+        # registers (above): the largest tile (a dot's fp32 accumulator) lives across the loop with
         # operand tiles about half its size in 16 bits: ~1.5 tiles. Calibrated on Triton's
         # matmul tutorial, whose 128x256 tiles at 8 warps (~200 registers) do not spill.
-        regs_per_thread = min(255, 32 + 3 * cost.largest_tile // (2 * max(threads, 1)))
-        resident_by_regs = max(1, hw.regs_per_sm // (regs_per_thread * threads))
-        resident = max(1, min(resident_by_regs, hw.max_threads_per_sm // threads, 32))
-        slots = hw.sm_count * resident
         waves = programs / slots
         fill = min(1.0, programs / hw.sm_count)
         tail_eff = waves / math.ceil(waves) if waves > 0 else 1.0
@@ -538,27 +527,75 @@ def estimate(
                    f"{waves:.2f} waves: the last wave runs {waves - math.floor(waves):.0%} full")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[why]))
         if regs_per_thread >= 255:
+            what = (f"tiles of {cost.largest_tile} elements" if regs_2d >= regs_1d else
+                    f"{cost.tensors_1d} 1-D block value(s) of {cost.block_1d} elements")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[
-                f"tiles of {cost.largest_tile} elements over {threads} threads need ~{regs_per_thread} registers/thread: spills"]))
+                f"{what} over {threads} threads need ~{32 + max(regs_2d, regs_1d)} registers/thread: spills to local memory"]))
+        l2 = (f"; L2 reuse ({reuse.order}: a wave of {reuse.wave} programs reads {reuse.rows}x{reuse.cols} tiles' panels"
+              f"{'' if reuse.fits_l2 else ', more than L2 holds'}) cuts {_fmt_bytes(reuse.no_reuse_bytes)} of tile loads to {_fmt_bytes(reuse.dram_bytes)}"
+              if reuse is not None and reuse.saved > 0 else "")
         roof = Bottleneck(
             cls=BottleneckClass.memory if ai < ridge else BottleneckClass.compute, numbers=nums,
             rationale=[f"{_fmt_bytes(bytes_)} moved and {_fmt_flops(flops)} per launch: intensity {ai:.2f} FLOP/B "
-                       f"{'<' if ai < ridge else '≥'} ridge {ridge:.0f} FLOP/B on {hw.name}; memory {t_mem * 1e6:.2f} µs vs compute {t_comp * 1e6:.2f} µs"],
+                       f"{'<' if ai < ridge else '≥'} ridge {ridge:.0f} FLOP/B on {hw.name}; memory {t_mem * 1e6:.2f} µs vs compute {t_comp * 1e6:.2f} µs" + l2],
         )
         verdicts.append(roof)
         found = verdicts + found
     else:
-        missing = sorted(size.unknown)[:6]
         has_dot_loop = any(c.name == "tl.dot" and c.in_loop for c in kernel.calls)
         found.append(Bottleneck(
             cls=BottleneckClass.compute if has_dot_loop else BottleneckClass.memory,
-            rationale=["not sized (pass --shape NAME=VALUE" + (f"; unknown: {', '.join(missing)}" if missing else "") + "): "
-                       + ("tl.dot in a loop suggests a compute-bound tile loop" if has_dot_loop else "no tl.dot loop: assuming a streaming, memory-bound kernel")],
+            rationale=[UNKNOWN_PREFIX + why_unsized(kernel, size, cost) + "; patterns ranked on code evidence"
+                       + (" (a tl.dot loop hints at compute-bound)" if has_dot_loop else "")],
         ))
     for a in size.assumptions:
         found[0].rationale.append(a)
+    for w in truncations(kernel, size.binds):
+        found[0].rationale.append(w)
     primary, others = found[0], _dedupe(found[1:], found[0].cls)
     return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized)
+
+
+UNKNOWN_PREFIX = "bottleneck unknown: "
+
+
+def truncations(kernel: KernelFacts, binds: dict) -> list[str]:
+    """`cols = tl.arange(0, BLOCK); mask = cols < N` outside any loop, with BLOCK < N: the rest of the row is never read."""
+    out = []
+    for c in kernel.calls:
+        if c.name not in ("tl.load", "tl.store") or c.in_loop:
+            continue
+        mask = c.kwargs.get("mask", c.args[1] if len(c.args) > 1 else "")
+        for left, right in re.findall(r"\b([A-Za-z_]\w*)\s*<\s*([A-Za-z_]\w*)\b", mask if "<" in mask else kernel.assigns.get(mask.strip(), (0, ""))[1]):
+            expr = kernel.assigns.get(left, (0, ""))[1]
+            m = re.fullmatch(r"\s*tl\.arange\(\s*0\s*,\s*([A-Za-z_]\w*)\s*\)\s*", expr)
+            if not m or kernel.pid_deps.get(left):
+                continue  # offsets that move with the program cover the extent across the grid
+            block, extent = binds.get(m.group(1)), binds.get(right)
+            if isinstance(block, int) and isinstance(extent, int) and block < extent:
+                out.append(f"warning: {m.group(1)}={block} < {right}={extent} at line {c.line}: `{c.name}` with mask `{left} < {right}` "
+                           f"and no loop over the rest reads only the first {block} of {extent} elements")
+    return list(dict.fromkeys(out))
+
+
+def why_unsized(kernel: KernelFacts, size: LaunchSize, cost: BodyCost) -> str:
+    """Exactly what is missing: the names to give, or what no name can fix."""
+    parts = []
+    if size.unknown:
+        tensors = sorted(n for n in size.unknown if n in size.tensor_names)
+        names = sorted(n for n in size.unknown if n not in size.tensor_names)
+        flags = [f"--input {n}=D0xD1:DTYPE" for n in tensors[:4]] + [f"--shape {n}=…" for n in names[:6]]
+        more = len(tensors[4:]) + len(names[6:])
+        parts.append("pass " + " ".join(flags) + (f" (+{more} more)" if more else ""))
+    if size.unreplayable:
+        parts.append("cannot replay " + "; ".join(size.unreplayable[:2]))
+    if not kernel.launches and size.programs is None:
+        parts.append("no launch in this file: give the kernel's pointer arguments as --input PARAM=D0xD1:DTYPE to infer the grid")
+    elif size.programs is not None and not (cost.bytes or cost.dot_flops):
+        blocks = sorted({u.split(" at ")[0] for u in cost.unsized})
+        parts.append("grid sized, body not: " + (", ".join(cost.unsized[:3]) if cost.unsized else "no load, store or tl.dot") + (
+            "; give the block sizes with --shape" if blocks else ""))
+    return "not sized: " + ("; ".join(parts) if parts else "the launch is not replayable")
 
 
 def resolve_overrides(kernel: KernelFacts, overrides: dict[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from patterns.retriever.estimate import Analysis
+from patterns.retriever.units import UnitError, convert
 from patterns.core.records import Bottleneck, EvidenceBundle
 from patterns.core.schema import BottleneckClass
 
@@ -42,27 +43,71 @@ def parse_ncu_csv(path: Path, kernel: str) -> list[Bottleneck]:
         raise ProfileError(f"{path}: not an `ncu --csv --page raw` export (no \"ID\" header row)")
     rows = list(csv.reader(io.StringIO(text[start:])))
     header = rows[0]
+    # the second row holds the units ncu chose (`--print-units auto`: msecond for a 4 ms kernel)
+    units = rows[1] if len(rows) > 1 and not rows[1][0].strip().isdigit() else None
+    data = [dict(zip(header, r)) for r in rows[(2 if units else 1):] if len(r) == len(header)]
+    return _ncu_launches(path, kernel, header, data, dict(zip(header, units)) if units else {})
+
+
+def parse_ncu_report(path: Path, kernel: str) -> list[Bottleneck]:
+    """A binary `.ncu-rep`, read with NVIDIA's `ncu-report` package (pip install 'patterns[ncu]')."""
+    try:
+        import ncu_report
+    except ImportError:
+        raise ProfileError(f"{path}: reading .ncu-rep needs NVIDIA's ncu-report package "
+                           "(pip install 'patterns[ncu]'), or export a CSV: ncu --import FILE --csv --page raw") from None
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as exc:  # the package raises its own types for damaged reports
+        raise ProfileError(f"{path}: not a readable Nsight Compute report ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    names = ("Kernel Name", NCU_TIME, NCU_DRAM, NCU_SM, NCU_GRID, NCU_WAVES, NCU_OCC)
+    data, units = [], {}
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            row = {"Kernel Name": action.name()}
+            for name in names[1:]:
+                m = action.metric_by_name(name)
+                if m is not None:
+                    row[name] = str(m.as_double())
+                    units[name] = m.unit() or ""
+            data.append(row)
+    return _ncu_launches(path, kernel, [n for n in names if any(n in row for row in data)], data, units)
+
+
+def _ncu_launches(path: Path, kernel: str, header: list[str], data: list[dict], unit: dict[str, str]) -> list[Bottleneck]:
     for need in ("Kernel Name", NCU_TIME, NCU_DRAM, NCU_SM):
         if need not in header:
             raise ProfileError(f"{path}: column '{need}' missing (profile with --set full or --metrics {NCU_DRAM},{NCU_SM})")
-    units = rows[1] if len(rows) > 1 and not rows[1][0].strip().isdigit() else None
-    data = [dict(zip(header, r)) for r in rows[(2 if units else 1):] if len(r) == len(header)]
     mine = [r for r in data if kernel in r["Kernel Name"]] or ([] if kernel else data)
     if not mine:
         names = sorted({r["Kernel Name"][:40] for r in data})[:5]
         raise ProfileError(f"{path}: no launch of kernel '{kernel}' (profiled: {', '.join(names)})")
-    unit = dict(zip(header, units)) if units else {}
+
+    def value(row: dict, name: str, default_unit: str) -> float | None:
+        raw = row.get(name)
+        if raw is None or not str(raw).strip() or str(raw).strip() == "n/a":
+            return None
+        u = unit.get(name) or default_unit
+        try:
+            v, kind = convert(_num(raw), u)
+        except UnitError as exc:
+            raise ProfileError(f"{path}: column '{name}': {exc}") from None
+        return v * 1e6 if kind == "time" else v
+
     try:
-        t = sum(_num(r[NCU_TIME]) for r in mine) / len(mine)
-        dram = sum(_num(r[NCU_DRAM]) for r in mine) / len(mine)
-        sm = sum(_num(r[NCU_SM]) for r in mine) / len(mine)
-        grid = _num(mine[0][NCU_GRID]) if NCU_GRID in mine[0] and mine[0][NCU_GRID] else None
-        waves = _num(mine[0][NCU_WAVES]) if NCU_WAVES in mine[0] and mine[0][NCU_WAVES] else None
-        occ = _num(mine[0][NCU_OCC]) if NCU_OCC in mine[0] and mine[0][NCU_OCC] else None
+        t = sum(value(r, NCU_TIME, "nsecond") or 0.0 for r in mine) / len(mine)
+        dram = sum(value(r, NCU_DRAM, "%") or 0.0 for r in mine) / len(mine)
+        sm = sum(value(r, NCU_SM, "%") or 0.0 for r in mine) / len(mine)
+        grid = value(mine[0], NCU_GRID, "")
+        waves = value(mine[0], NCU_WAVES, "")
+        occ = value(mine[0], NCU_OCC, "%")
     except ValueError as exc:
+        if isinstance(exc, ProfileError):
+            raise
         raise ProfileError(f"{path}: non-numeric metric value ({exc})") from None
-    t_us = t / 1000 if unit.get(NCU_TIME, "nsecond").startswith("ns") or unit.get(NCU_TIME) == "nsecond" else t
-    nums = {"duration_us": round(t_us, 3), "dram_pct_of_peak": dram, "sm_pct_of_peak": sm, "launches": len(mine)}
+    nums = {"duration_us": round(t, 3), "dram_pct_of_peak": dram, "sm_pct_of_peak": sm, "launches": len(mine)}
     if grid is not None:
         nums["programs"] = grid
     if waves is not None:
@@ -143,6 +188,8 @@ def parse_evidence(path: Path) -> list[Bottleneck]:
 def load_profile(path: Path, kernel: str) -> list[Bottleneck]:
     if not path.exists():
         raise ProfileError(f"{path}: no such profile")
+    if path.suffix in (".ncu-rep", ".ncu-repz"):
+        return parse_ncu_report(path, kernel)
     head = path.read_text(encoding="utf-8", errors="replace")[:4096].lstrip()
     if head.startswith("{"):
         if '"traceEvents"' in head or "traceEvents" in path.read_text(encoding="utf-8", errors="replace")[:200000]:

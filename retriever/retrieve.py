@@ -51,8 +51,30 @@ class Gate:
     reason: str = ""
 
 
+def installed_triton() -> str | None:
+    """The installed Triton's version, read from its metadata (importing triton costs ~1 s)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return None
+
+
+def triton_allows(spec: str | None, triton: str | None) -> bool:
+    if not spec or not triton:
+        return True
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(triton) in SpecifierSet(spec)
+    except InvalidVersion:
+        return True
+
+
 def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes: set[str], shapes: dict[str, int],
-         generality: float = 0.0) -> Gate:
+         generality: float = 0.0, triton: str | None = None) -> Gate:
     """Whether the pattern applies, and how strongly: half the bottleneck match, half the code evidence.
 
     The code evidence of conditions that hold is how rarely they hold on the
@@ -67,6 +89,8 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         return Gate(False, 0, [], [], f"needs sm_{aw.arch.min_sm}+, {hw.name} is sm_{hw.sm}")
     if hw.vendor == "nvidia" and aw.arch.max_sm and hw.sm > aw.arch.max_sm:
         return Gate(False, 0, [], [], f"only up to sm_{aw.arch.max_sm}")
+    if not triton_allows(aw.triton, triton):
+        return Gate(False, 0, [], [], f"needs Triton {aw.triton}, assumed {triton}")
     if aw.dtypes and dtypes and not (set(DTYPE_ALIASES.get(d, d) for d in aw.dtypes) & dtypes):
         return Gate(False, 0, [], [], f"for {'/'.join(aw.dtypes)}, kernel uses {'/'.join(sorted(dtypes))}")
     for sc in aw.shapes:
@@ -86,7 +110,7 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         return Gate(False, 0, [], [], f"addresses {'/'.join(b.value for b in aw.bottlenecks)}, kernel is {analysis.primary.cls.value}")
     matched = [f"bottleneck {b.value}" for b in aw.bottlenecks if b in analysis.classes or (b in static and verdict is not None)]
     if not matched:
-        matched = ["bottleneck not sized: pass --shape to confirm " + "/".join(b.value for b in aw.bottlenecks)]
+        matched = ["bottleneck unknown (not sized): ranked on code evidence; --shape or --input would confirm " + "/".join(b.value for b in aw.bottlenecks)]
     lines: list[int] = verdict.lines if verdict is not None else []
     cond_strength = 1.0 - generality if verdict is not None else 0.3
     if verdict is not None:
@@ -103,22 +127,34 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
 
 
 def expected_effect(pattern: Pattern, analysis: Analysis) -> str:
+    """What this pattern could change on this kernel, from the numbers the estimate kept."""
     n = analysis.numbers
     parts = []
+    cat = pattern.category.value
+    t_est = n.get("t_estimate_us")
+    if "bytes_if_grouped" in n and "GROUP" in (pattern.transformation.method + pattern.summary) and "bytes" in n:
+        bw = n["bytes"] / max(n.get("t_memory_us", 0) or 1e-9, 1e-9)  # bytes per µs at the modelled bandwidth
+        after = n["bytes_if_grouped"]
+        verdict = ("compute-bound either way: little to gain" if n.get("t_compute_us", 0) >= max(n["t_memory_us"], after / bw)
+                   else f"memory time {n['t_memory_us']:.1f} → {after / bw:.1f} µs")
+        parts.append(f"grouped order (GROUP_M=8): DRAM traffic {n['bytes'] / 1e6:.1f} → {after / 1e6:.1f} MB through L2 tile reuse; {verdict}")
     for b in pattern.applies_when.bottlenecks:
-        if b not in analysis.classes:
+        if b not in analysis.classes or parts and b == BottleneckClass.memory:
             continue
         if b == BottleneckClass.occupancy and "sm_fill" in n:
             fill = n["sm_fill"]
             gain = f"; filling the SMs can cut time by up to {1 / fill:.1f}×" if fill < 1 else ""
             parts.append(f"grid of {int(n['programs'])} programs fills {fill:.0%} of {int(n['sm_count'])} SMs ({n['waves']} waves){gain}")
         elif b == BottleneckClass.memory and "bytes" in n:
-            parts.append(
-                f"memory-bound: {n['bytes'] / 1e6:.2f} MB per launch = {n['t_memory_us']} µs at the measured bandwidth "
-                f"(intensity {n['intensity_flop_per_byte']} FLOP/B vs ridge {n['ridge_flop_per_byte']}); gains come from fewer bytes or higher achieved bandwidth"
-            )
+            how = {"fusion": "a fused intermediate skips one write and one read of it",
+                   "quantization": "narrower elements cut the bytes in proportion",
+                   "launch-scheduling": "overlapping prologue and epilogue hides part of it",
+                   "compute": "tensor-core paths move the same bytes with fewer instructions"}.get(
+                cat, "gains come from fewer bytes or higher achieved bandwidth")
+            parts.append(f"memory-bound: {n['bytes'] / 1e6:.2f} MB per launch = {n['t_memory_us']} µs at the measured bandwidth; {how}")
         elif b == BottleneckClass.compute and "flops" in n:
-            parts.append(f"compute-bound: {n['flops'] / 1e9:.2f} GFLOP per launch = {n['t_compute_us']} µs at peak")
+            parts.append(f"compute-bound: {n['flops'] / 1e9:.2f} GFLOP per launch = {n['t_compute_us']} µs at peak"
+                         + (f" of {t_est} µs estimated" if t_est else ""))
         elif b == BottleneckClass.launch and "t_estimate_us" in n:
             parts.append(f"~{n['t_estimate_us']} µs of work per launch against ~{n['launch_overhead_us']} µs launch overhead")
         else:
@@ -199,6 +235,34 @@ def _suggestion(entry: Entry, kernel: str, score: float, g: Gate | None, effect:
     )
 
 
+def known_names(facts: FileFacts, kernel: KernelFacts) -> set[str]:
+    """Names `--shape` and `--input` may give for a kernel: its parameters, and the launcher's own names."""
+    from patterns.retriever.launcher import free_names
+
+    names = {p.name for p in kernel.params}
+    if kernel.autotune:
+        names |= {k for cfg in kernel.autotune.configs for k in cfg if k != "source"}
+    for la in kernel.launches:
+        assigns = facts.host_assigns.get(la.function, {})
+        names |= set(assigns)
+        for text in [e for _, e in assigns.values()] + la.args + list(la.kwargs.values()) + [la.grid]:
+            names |= set(free_names(text, {}))
+    return names
+
+
+def check_names(path: Path, facts: FileFacts, targets: list[KernelFacts], entries: list[Entry], given: dict, flag: str) -> None:
+    """Reject names no kernel of the file (nor any pattern's shape condition) uses, listing the known ones."""
+    if not given or not targets:
+        return
+    known = set().union(*(known_names(facts, k) for k in targets))
+    pattern_names = {sc.name for e in entries for sc in e.pattern.applies_when.shapes}
+    unknown = sorted(n for n in given if n not in known and n not in pattern_names)
+    if unknown:
+        shown = sorted(known, key=str.lower)
+        listed = ", ".join(shown[:40]) + (f", … (+{len(shown) - 40})" if len(shown) > 40 else "")
+        raise RetrieveError(f"{path}: {flag}: no kernel or launcher uses {', '.join(unknown)} (known: {listed or 'none'})")
+
+
 def analyse(
     facts: FileFacts,
     kernel: KernelFacts | None,
@@ -207,12 +271,13 @@ def analyse(
     dtype: str,
     overrides: dict[str, str],
     profile: Path | None,
+    inputs: dict | None = None,
 ) -> Analysis:
     if kernel is None:
         from patterns.retriever.estimate import host_analysis
 
         return host_analysis(facts, hw)
-    analysis = estimate(facts, kernel, hw, shapes, dtype, overrides)
+    analysis = estimate(facts, kernel, hw, shapes, dtype, overrides, inputs)
     if profile is not None:
         from patterns.retriever.profile import apply_profile
 
@@ -235,8 +300,14 @@ def suggest(
     index_dir: Path | None = None,
     entries: list[Entry] | None = None,
     progress=None,
+    inputs: dict | None = None,
+    triton: str | None = None,
+    strict_names: bool = True,
 ) -> SuggestReport:
+    """`strict_names=False` (one file of many): names this file does not use are dropped, not refused."""
+    triton = triton or installed_triton()
     shapes = dict(shapes or {})
+    inputs = dict(inputs or {})
     overrides = dict(dtype_overrides or {})
     hw = gpu(arch)
     # `source` stands for the file's text (an editor's unsaved buffer, a kernel an agent holds)
@@ -252,6 +323,13 @@ def suggest(
         if not targets:
             known = ", ".join(k.name for k in facts.kernels) or "none"
             raise RetrieveError(f"{path}: --kernel: no kernel named '{kernel}' (kernels: {known})")
+    kernels_given = [k for k in targets if k is not None]
+    if not strict_names and kernels_given:
+        known = set().union(*(known_names(facts, k) for k in kernels_given)) | {sc.name for e in entries for sc in e.pattern.applies_when.shapes}
+        shapes = {n: v for n, v in shapes.items() if n in known}
+        inputs = {n: v for n, v in inputs.items() if n in known}
+    check_names(path, facts, kernels_given, entries, shapes, "--shape")
+    check_names(path, facts, kernels_given, [], inputs, "--input")
     host = analyse(facts, None, hw, shapes, dtype, overrides, None)
     host_relevant = host.primary.cls == BottleneckClass.host or any(
         evaluate(e.pattern.present_when, file_subject).ok for e in host_patterns
@@ -270,7 +348,7 @@ def suggest(
             unknown &= set(unknown_overrides(k, overrides))
         if kernels_ and unknown:
             raise RetrieveError(f"{path}: --dtype: no kernel parameter or launcher argument named {', '.join(sorted(unknown))}")
-    analyses = [(k, analyse(facts, k, hw, shapes, dtype, overrides, profile)) for k in targets]
+    analyses = [(k, analyse(facts, k, hw, shapes, dtype, overrides, profile, inputs)) for k in targets]
     queries = [describe_kernel(k, a, facts) for k, a in analyses]
     sims: dict[int, dict[str, float]] = {}
     general: dict[str, float] = {}
@@ -292,7 +370,7 @@ def suggest(
             if present.ok:
                 applied.append(_suggestion(entry, k.name if k else HOST_KERNEL, 1.0, None, "", True, present))
                 continue
-            g = gate(p, subject, analysis, hw, _dtypes(k, dtype, overrides), shapes, general.get(p.id, 0.0))
+            g = gate(p, subject, analysis, hw, _dtypes(k, dtype, {**overrides, **{n: t.dtype for n, t in inputs.items()}}), shapes, general.get(p.id, 0.0), triton)
             if not g.passed:
                 continue
             score = GATE_WEIGHT * g.strength + SIMILARITY_WEIGHT * max(0.0, sim)
@@ -310,4 +388,5 @@ def suggest(
                 already_applied=applied,
             )
         )
-    return SuggestReport(file=str(path), gpu=hw.name, shapes=shapes, profile=str(profile) if profile else None, kernels=reports)
+    return SuggestReport(file=str(path), gpu=hw.name, shapes=shapes, profile=str(profile) if profile else None, triton=triton,
+                         inputs={n: "x".join(map(str, t.shape)) + ":" + t.dtype for n, t in inputs.items()}, kernels=reports)

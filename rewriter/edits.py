@@ -774,3 +774,28 @@ def append_pid(stmt: cst.SimpleStatementLine, axis: int, cast: bool, name: str) 
         tgt = cst.Tuple([cst.Element(tgt, comma=space), cst.Element(cst.Name(name))], lpar=[], rpar=[])
         val = cst.Tuple([cst.Element(val, comma=space), cst.Element(new)], lpar=[], rpar=[])
     return stmt.with_changes(body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=tgt)], value=val)])  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------------------
+# launch options (maxnreg, num_ctas, ...): one keyword on every launch of the kernel
+# --------------------------------------------------------------------------------------
+
+
+def set_launch_option(codemod: PlannedCodemod, module: cst.Module, name: str, value: str) -> None:
+    """Pass `name=value` at every launch of the target kernel (replacing a value already there).
+
+    Refuses an autotuned kernel: a compile option belongs in each of its triton.Config."""
+    k = codemod.kernel
+    if k.autotune is not None:
+        codemod.refuse(f"{k.name} is autotuned: set {name} in each triton.Config")
+    if not k.launches:
+        codemod.refuse(f"no launch of {k.name} in this file to pass {name}")
+    params = [p.name for p in k.params]
+    for launch in k.launches:
+        la = find_launch(codemod, module, launch.line, params)
+        old = la.options.get(name)
+        if old is not None:
+            codemod.replace(old, lambda u: u.with_changes(value=expr(value)))
+        else:
+            codemod.replace(la.call, lambda u: insert_args(u, [(len(u.args), kwarg(name, value))]))
+            codemod.keep_width(la.stmt)

@@ -62,8 +62,8 @@ CHEATS = {
     ],
     "event_patch.py": [
         ("static: patching", "integrity: patches torch.cuda.Event.elapsed_time (line 35)"),
-        # first patched during correctness, which is not watched call by call: the gate still sees it
-        ("runtime: patching", "integrity: patches torch.cuda.Event.elapsed_time (during the correctness checks)"),
+        # first patched in a call the monitor does not watch: the child's module guard still sees it
+        ("sandbox: patching", "integrity: patches torch.cuda.Event.elapsed_time (during a call) (the candidate"),
     ],
     "unwritten.py": [
         ("unwritten output", "integrity: output element never written (NaN at out[2], float32 M=3,K=67)"),

@@ -565,19 +565,74 @@ def make_cluster_tree(root: Path, n: int = 5) -> Path:
     return root / "cl"
 
 
-def test_discovery_proposes_a_valid_draft(tmp_path):
+def test_planted_technique_yields_exactly_one_draft_with_its_locations(tmp_path):
+    """tl.cumsum is planted in five files and absent from another: one draft, those five kernels, nothing else."""
     lib = make_library(tmp_path)
-    result = distill([str(make_cluster_tree(tmp_path))], load_library(lib), FactsCache(), jobs=1, min_support=4)
-    assert [d.signature for d in result.drafts] == [["call:tl.atomic_add", "call:tl.cumsum"]]
+    result = distill([str(make_cluster_tree(tmp_path))], load_library(lib), FactsCache(), jobs=1)
+    assert [d.id for d in result.drafts] == ["in_kernel_prefix_sum"]
     d = result.drafts[0]
-    assert d.id == "draft_atomic_add__cumsum" and d.status.value == "draft" and d.support == {"sglang": 5}
-    assert len(d.evidence.upstream) == 5 and d.category.value == "parallelism"
-    assert "summary" in d.missing() and "why" in d.missing()
+    assert sorted((u.path, u.symbol) for u in d.evidence.upstream) == [(f"sglang/k{i}.py", f"hist_kernel_{i}") for i in range(5)]
+    assert all(u.lines == (5, 11) and u.project == "sglang" and len(u.sha256) == 64 for u in d.evidence.upstream)
+    assert "`" not in d.evidence.upstream[0].note and "line 10" in d.evidence.upstream[0].note  # described, not quoted
+    assert d.support == {"sglang": 5} and d.contrast == {"share": round(5 / 6, 4), "subjects": 6, "held": 5}
+    assert d.status.value == "draft" and d.category.value == "compute" and d.safety.value == "exact"
+    # complete except prose: the named prose fields are all that keeps it from being a Pattern
+    assert d.missing() == ["summary", "transformation", "why"]
+    assert d.applies_when.bottlenecks[0].value == "memory-bound" and "estimated by the distiller" in d.resource_limits.notes
     [path] = write_drafts(result.drafts, tmp_path / "drafts")
+    assert path == tmp_path / "drafts" / "in_kernel_prefix_sum" / "pattern.yaml"
     again = Draft.model_validate(yaml.safe_load(path.read_text()))
-    assert again.present_when.to_yaml() == d.present_when.to_yaml()
-    rec = next(r for r in result.scans[0].records if r.path == "sglang/k0.py")
-    assert evaluate(again.present_when, Subject(rec.py.facts, rec.py.facts.kernels[0])).ok
+    assert again.present_when.to_yaml() == d.present_when.to_yaml() == {"calls": {"name": ["tl.cumsum"]}}
+    for rec in result.scans[0].records:  # present_when holds on every location and nowhere else
+        for k in rec.py.facts.kernels:
+            assert evaluate(again.present_when, Subject(rec.py.facts, k)).ok == k.name.startswith("hist_kernel_")
+    why = {c.id: c.dropped for c in result.report.candidates}
+    assert why["in_kernel_prefix_sum"] == "" and why["in_kernel_histogram"] == "support 0 < 3"
+
+
+HOST_DISPATCH = """\
+# no triton here: the launchers are chosen by a table and registered as torch ops
+import torch
+
+from sglang.ops import kernels
+
+
+def _fwd_small(x):
+    return kernels.small(x)
+
+
+def _fwd_large(x):
+    return kernels.large(x)
+
+
+FORWARD = {
+    "small": _fwd_small,
+    "large": _fwd_large,
+}
+
+
+@torch.library.custom_op("fix::fwd", mutates_args=())
+def fwd(x: torch.Tensor) -> torch.Tensor:
+    return FORWARD["small" if x.numel() < 4096 else "large"](x)
+"""
+
+
+def test_host_file_without_triton_is_mined(tmp_path):
+    """A dispatch table and a registering decorator, in a file that never imports triton, are read and mined."""
+    from patterns.distill import discover
+    from patterns.distill.run import _reader
+
+    root = make_upstream(tmp_path)
+    (root / "sglang" / "dispatch.py").write_text(HOST_DISPATCH)
+    src = resolve(str(root))
+    res = scan(src, FactsCache(), jobs=1)
+    assert "sglang/dispatch.py" in {r.path for r in res.records} and "sglang/host_only.py" not in {r.path for r in res.records}
+    m = discover.mine(src.project, src.version, res.records)
+    discover.locate(m, _reader(src))
+    [table] = [loc for loc in m.hits["function_dispatch_table"] if loc.path == "sglang/dispatch.py"]
+    assert (table.symbol, table.lines) == ("<module>", (15, 18))
+    [op] = [loc for loc in m.hits["custom_op_registration"] if loc.path == "sglang/dispatch.py"]
+    assert op.symbol == "fwd" and op.lines == (21, 23)
 
 
 # --------------------------------------------------------------------------------------
@@ -586,6 +641,7 @@ def test_discovery_proposes_a_valid_draft(tmp_path):
 
 VALID = json.dumps({
     "summary": "Accumulate a running prefix with tl.cumsum and publish it with atomics.",
+    "transformation": "Replace the serial loop over the block by one tl.cumsum over the loaded block, then store the prefix.",
     "why": "Each program reads BLOCK values once and writes BLOCK partial sums; the atomic add merges "
            "programs without a second pass over memory, so traffic is one read and one write per element.",
     "applicability": "Histogram-like kernels whose programs contribute to shared outputs.",
@@ -606,7 +662,7 @@ def run_llm(tmp_path, monkeypatch, answers):
         requests = list(stub.requests)
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout[r.stdout.index("{"):])
-    draft = Draft.model_validate(yaml.safe_load((tmp_path / "drafts" / "draft_atomic_add__cumsum" / "pattern.yaml").read_text()))
+    draft = Draft.model_validate(yaml.safe_load((tmp_path / "drafts" / "in_kernel_prefix_sum" / "pattern.yaml").read_text()))
     return report, draft, requests, r
 
 
@@ -615,6 +671,7 @@ def test_llm_fills_draft_prose(tmp_path, monkeypatch):
     assert report["drafts"][0]["llm"] == "filled"
     assert draft.summary.startswith("Accumulate") and draft.applies_when.bottlenecks[0].value == "memory-bound"
     assert draft.traps[0].fact == "Atomic order is not deterministic."
+    assert draft.transformation.method.startswith("Replace the serial loop") and draft.missing() == []  # schema-valid as a Pattern
     body = requests[0]
     assert body["model"] == "stub-model" and body["response_format"]["type"] == "json_schema"
     assert "tl.cumsum" in body["messages"][1]["content"]  # the code excerpt went into the prompt
@@ -632,7 +689,8 @@ def test_llm_invalid_or_unsafe_answer_is_rejected(tmp_path, monkeypatch, answer,
     report, draft, _, r = run_llm(tmp_path, monkeypatch, [answer])
     status = report["drafts"][0]["llm"]
     assert status.startswith("rejected: ") and reason in status
-    assert draft.summary == "" and draft.signature == ["call:tl.atomic_add", "call:tl.cumsum"]  # mechanical fields kept
+    assert draft.summary == "" and draft.signature == ["calls(name=['tl.cumsum'])"]  # mechanical fields kept
+    assert draft.missing() == ["summary", "transformation", "why"]
     assert "LLM answer rejected" in r.stderr
 
 
@@ -675,3 +733,174 @@ def test_detections_table_counts_per_pattern_and_project():
         "| welford_reduction | 0 | 0 | 0 |",
         "| **all patterns** | 4 | 2 | 4 |",
     ]
+
+
+# --------------------------------------------------------------------------------------
+# bad input: one line, exit 2
+# --------------------------------------------------------------------------------------
+
+
+def one_line_exit_2(capsys, argv: list[str]) -> str:
+    from patterns.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_wheel_that_is_not_a_zip(tmp_path, capsys):
+    bad = tmp_path / "fake-1.0-py3-none-any.whl"
+    bad.write_bytes(b"this is not a zip archive")
+    line = one_line_exit_2(capsys, ["distill", str(bad), "--library", str(make_library(tmp_path)), "--drafts", str(tmp_path / "d")])
+    assert str(bad) in line and "not a readable wheel" in line
+
+
+def test_tree_with_an_unreadable_file(tmp_path, capsys):
+    root = make_upstream(tmp_path)
+    (root / "sglang" / "gone.py").symlink_to(root / "sglang" / "deleted.py")  # inside the tree, but nothing there
+    line = one_line_exit_2(capsys, ["distill", str(root), "--library", str(make_library(tmp_path)), "--drafts", str(tmp_path / "d")])
+    assert "gone.py: cannot read" in line
+
+
+@pytest.mark.parametrize("spec", ["no_such_tree/", "./DeepEP", "missing-1.0-py3-none-any.whl"])
+def test_missing_local_path_is_not_sent_to_pip(tmp_path, capsys, monkeypatch, spec):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    line = one_line_exit_2(capsys, ["distill", spec, "--library", str(make_library(tmp_path)), "--drafts", str(tmp_path / "d")])
+    assert line == f"error: {spec}: no such folder or file"
+    assert not (tmp_path / "cache" / "upstream").exists()  # pip never ran
+
+
+def test_pip_download_takes_wheels_only(tmp_path, monkeypatch):
+    """With only an sdist on the index, the download fails: pip is never asked to build upstream code."""
+    import tarfile
+
+    from patterns.distill.errors import DistillError
+
+    index = tmp_path / "index"
+    index.mkdir()
+    with tarfile.open(index / "fixsdist-0.1.0.tar.gz", "w:gz") as tf:
+        setup = tmp_path / "setup.py"
+        setup.write_text("raise SystemExit('the build backend ran')\n")
+        tf.add(setup, "fixsdist-0.1.0/setup.py")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    with pytest.raises(DistillError) as exc:
+        resolve("fixsdist==0.1.0")
+    assert "No matching distribution found" in str(exc.value) and "backend" not in str(exc.value)
+
+
+def test_missing_draft_id(tmp_path, capsys):
+    for verb in ("show", "promote"):
+        line = one_line_exit_2(capsys, ["drafts", verb, "no_such_draft", "--drafts", str(tmp_path / "d")])
+        assert line.startswith("error: draft 'no_such_draft': no ") and "holds no drafts" in line
+
+
+# --------------------------------------------------------------------------------------
+# review path: drafts list / show / promote
+# --------------------------------------------------------------------------------------
+
+PREFIX_BEFORE = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def prefix_kernel(x, y, N, BN: tl.constexpr):
+    acc = 0.0
+    for i in range(0, N):
+        acc += tl.load(x + i)
+        tl.store(y + i, acc)
+
+
+def prefix(x):
+    y = torch.empty_like(x)
+    prefix_kernel[(1,)](x, y, x.numel(), BN=triton.next_power_of_2(x.numel()))
+    return y
+'''
+
+PREFIX_AFTER = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def prefix_kernel(x, y, N, BN: tl.constexpr):
+    o = tl.arange(0, BN)
+    v = tl.load(x + o, mask=o < N, other=0.0)
+    tl.store(y + o, tl.cumsum(v, 0), mask=o < N)
+
+
+def prefix(x):
+    y = torch.empty_like(x)
+    prefix_kernel[(1,)](x, y, x.numel(), BN=triton.next_power_of_2(x.numel()))
+    return y
+'''
+
+PREFIX_REFERENCE = '''\
+import torch
+
+
+def make_inputs(shape: dict, seed: int, device: str = "cpu") -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(shape["N"], generator=g).to(device)}
+
+
+def reference(x):
+    return torch.cumsum(x.double(), 0).float()
+'''
+
+PROSE = {
+    "summary": "Compute a block's running sum with one tl.cumsum instead of a serial loop.",
+    "why": "The serial loop issues N dependent loads and stores from one thread of work; a block-wide scan reads "
+           "N elements once and writes N, in log2(N) parallel steps instead of N sequential ones.",
+    "transformation": {"method": "Load the whole block with a mask, replace the loop by tl.cumsum over axis 0, store once."},
+}
+
+
+def test_drafts_review_path(tmp_path, capsys):
+    """Drafts go to --drafts (never the cwd), are listed and shown, and reach the library only when complete."""
+    lib = make_library(tmp_path)
+    drafts = tmp_path / "drafts"
+    r = runner.invoke(app, ["distill", str(make_cluster_tree(tmp_path)), "--library", str(lib), "--drafts", str(drafts), "--no-llm"])
+    assert r.exit_code == 0, r.output
+    listed = json.loads(runner.invoke(app, ["drafts", "list", "--drafts", str(drafts), "--format", "json"]).stdout)
+    assert [(x["id"], x["locations"], x["missing"]) for x in listed] == [("in_kernel_prefix_sum", 5, ["summary", "transformation", "why"])]
+    shown = runner.invoke(app, ["drafts", "show", "in_kernel_prefix_sum", "--drafts", str(drafts)])
+    assert shown.exit_code == 0 and "hist_kernel_0" in shown.stdout and "missing for the library: summary" in shown.stderr
+    # not ready: prose missing, then examples missing; the library is untouched
+    argv = ["drafts", "promote", "in_kernel_prefix_sum", "--drafts", str(drafts), "--library", str(lib)]
+    assert "not ready: write summary, transformation, why" in one_line_exit_2(capsys, argv)
+    path = drafts / "in_kernel_prefix_sum" / "pattern.yaml"
+    data = yaml.safe_load(path.read_text())
+    data.update(PROSE)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert "not ready: add runnable before.py, after.py, reference.py" in one_line_exit_2(capsys, argv)
+    for name, text in (("before.py", PREFIX_BEFORE), ("after.py", PREFIX_BEFORE), ("reference.py", PREFIX_REFERENCE)):
+        (path.parent / name).write_text(text)
+    data["example"] = {"entry": "prefix", "kernel": "prefix_kernel", "shapes": [{"N": 7}, {"N": 33}], "seeds": [0], "atol": 1e-4, "rtol": 1e-4}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    # after.py still lacks the technique: the check of `patterns check --run` refuses it
+    assert "check failed: " in one_line_exit_2(capsys, argv) and not (lib / "in_kernel_prefix_sum").exists()
+    assert "in_kernel_prefix_sum" not in {e.id for e in load_library(lib)}  # never reaches suggest before promotion
+    (path.parent / "after.py").write_text(PREFIX_AFTER)
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    assert (lib / "in_kernel_prefix_sum" / "after.py").exists() and not path.parent.exists()
+    entry = next(e for e in load_library(lib) if e.id == "in_kernel_prefix_sum")
+    assert entry.pattern.status.value == "preview" and len(entry.pattern.evidence.upstream) == 5
+
+
+def test_drafts_default_to_the_user_data_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("PATTERNS_DRAFTS_DIR", raising=False)
+    r = runner.invoke(app, ["distill", str(make_cluster_tree(tmp_path)), "--library", str(make_library(tmp_path)), "--no-llm"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "data" / "patterns" / "drafts" / "in_kernel_prefix_sum" / "pattern.yaml").exists()
+    assert not (tmp_path / "drafts").exists()

@@ -22,6 +22,7 @@ from patterns.validation.gate import validate
 from patterns.validation.integrity import _limits
 from patterns.core.ops import OpError, available_ops, load_reference, load_spec
 from patterns.validation.loader import load_impl
+from patterns.validation.sandbox import Child
 from patterns.validation.monitor import Launch, Observed
 from patterns.validation.partition import check_partition
 from patterns.core.stats import bootstrap_ci
@@ -127,9 +128,13 @@ def test_partition_names_the_count_where_error_appears(tmp_path):
     )
     drift = tmp_path / "drift.py"
     drift.write_text(src)
-    base = load_impl(SPEC, "baseline", OP / "baseline.py")
-    cand = load_impl(SPEC, "candidate", drift)
-    (part,) = check_partition(SPEC, base, cand, load_reference(SPEC), "cpu")
+    host = Child("cpu")  # where the gate runs implementations
+    try:
+        base, _ = load_impl(SPEC, "baseline", OP / "baseline.py", host)
+        cand, _ = load_impl(SPEC, "candidate", drift, host)
+        (part,) = check_partition(SPEC, base, cand, load_reference(SPEC), "cpu")
+    finally:
+        host.close()
     assert part.passed is False
     assert part.reason.startswith("partition: out[0] = ") and " at K splits n=8 (float32 M=1,K=515)" in part.reason
     curve = {p["n"]: p for p in part.details["candidate"]}
@@ -144,8 +149,9 @@ def test_collect_names_outputs_and_inplace_inputs():
     spec = dataclasses.replace(SMALL, outputs=("o",), inplace=("state",))
     state, o = torch.zeros(2), torch.ones(3)
     assert set(collect(spec, o, {"state": state})) == {"o", "state"}
-    res = collect(spec, (o, state + 1), {"state": state})  # returned after the outputs
-    assert torch.equal(res["state"], torch.ones(2))
+    # a state returned after the outputs is not the caller's state updated in place: the caller's tensor counts
+    res = collect(spec, (o, state + 1), {"state": state})
+    assert torch.equal(res["state"], torch.zeros(2)) and set(res) == {"o", "state"}
     with pytest.raises(Exception, match=r"returned 3 value\(s\)"):
         collect(spec, (o, o, o), {"state": state})
 

@@ -32,8 +32,14 @@ def validate_command(
     device: Annotated[str, typer.Option(help="auto, cpu (Triton interpreter) or cuda")] = "auto",
     format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown")] = "table",
     pattern: Annotated[str | None, typer.Option("--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule")] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=1, help="seconds for the whole validation (default: the op's timeout_s); past it the candidate is rejected")
+    ] = None,
+    gate: Callable[..., EvidenceBundle] | None = None,
 ) -> None:
-    """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
+    """Compare a candidate with the op's baseline and reference; write an evidence bundle.
+
+    `gate`: run_gate's stand-in where the gate runs elsewhere (`patterns validate --ray`: a Ray task)."""
     from patterns.core.library import LibraryError
 
     err = Console(stderr=True)
@@ -41,7 +47,7 @@ def validate_command(
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
     try:
         with err.status(f"validating {op}…") as status:
-            bundle = run_gate(op, candidate, out=out, device=device, pattern=pattern, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
+            bundle = (gate or run_gate)(op, candidate, out=out, device=device, pattern=pattern, timeout=timeout, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
     except (OpError, LibraryError) as e:
         _bad_input(err, str(e))
     console = Console()
@@ -64,6 +70,7 @@ def run_gate(
     device: str = "auto",
     pattern: str | None = None,
     on_stage: Callable[[str], None] | None = None,
+    timeout: float | None = None,
 ) -> EvidenceBundle:
     """The gate as every entry point runs it (this command, the MCP server): the candidate's pattern,
     if named, sets the speed rule through its max_cost. Raises LibraryError or OpError (GateInputError among them; one line)."""
@@ -71,7 +78,7 @@ def run_gate(
     from patterns.validation.gate import validate
 
     max_cost = get(pattern).pattern.max_cost if pattern else 1.0
-    return validate(op, candidate, device=device, out_dir=out, max_cost=max_cost, on_stage=on_stage)
+    return validate(op, candidate, device=device, out_dir=out, max_cost=max_cost, on_stage=on_stage, timeout=timeout)
 
 
 def checks_table(bundle: EvidenceBundle) -> Table:

@@ -24,6 +24,7 @@ from patterns.validation.runner import (
     identical,
     modified_input,
     shape_label,
+    tolerances,
 )
 from patterns.core.opspec import OpSpec
 
@@ -44,6 +45,7 @@ def check_correctness(
             for seed in spec.seeds:
                 inputs = spec.make_inputs(dict(shape), dtype, seed, device)
                 want = call_reference(spec, reference, inputs)
+                per_output = tolerances(spec, want, dtype)
                 for order in ORDERS:
                     first = "candidate first" if order[0] == "candidate" else "baseline first"
                     got = {}
@@ -51,7 +53,7 @@ def check_correctness(
                         impl = candidate if role == "candidate" else baseline
                         where = f"{label}, seed {seed}, {first}"
                         try:
-                            got[role], after = call(spec, impl.launcher, inputs, device)
+                            got[role], after = call(spec, impl, inputs, device)
                         except Exception as e:  # noqa: BLE001 - a crash is a local failure
                             fail.setdefault(role, f"correctness: {role} raised {type(e).__name__}: {_short(e)} ({where})")
                             continue
@@ -61,12 +63,12 @@ def check_correctness(
                         a, r = errors(got[role], want)
                         stats[role] = [_max(stats[role][0], a), _max(stats[role][1], r)]
                         try:
-                            bad = first_mismatch(got[role], want, tol)
+                            bad = first_mismatch(got[role], want, per_output)
                         except ResultError as e:
                             fail.setdefault(role, f"correctness: {e} ({where})")
                             continue
                         if bad:
-                            fail.setdefault(role, f"correctness: {bad.describe(tol)} ({where})")
+                            fail.setdefault(role, f"correctness: {bad.describe()} ({where})")
                     if len(got) == 2:
                         same_as_baseline &= identical(got["candidate"], got["baseline"])
                         vs_baseline = _max(vs_baseline, errors(got["candidate"], got["baseline"])[0])

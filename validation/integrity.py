@@ -25,7 +25,7 @@ import torch
 
 from patterns.core.records import CheckResult
 from patterns.validation.loader import Impl
-from patterns.validation.monitor import Observed, watch
+from patterns.validation.monitor import Observed
 from patterns.validation.runner import (
     Result,
     active_dtypes,
@@ -35,7 +35,6 @@ from patterns.validation.runner import (
     collect,
     first_mismatch,
     shape_label,
-    sync,
 )
 from patterns.core.opspec import Inputs, OpSpec, Tolerance
 from patterns.validation.static import ALLOWED_TORCH, limit_names, static_checks
@@ -73,7 +72,7 @@ def check_integrity(
     base_obs, cand_obs = Observed(), Observed()
     probes: list[CheckResult] = []
     try:
-        call(spec, baseline.launcher, inputs, device, observe=base_obs)
+        call(spec, baseline, inputs, device, observe=base_obs)
         probes.append(_unwritten(spec, candidate, inputs, want, device, label, cand_obs))
         other = spec.make_inputs(dict(shape), dtype, seed + 1000, device)
         probes.append(_cache_probe(spec, candidate, reference, inputs, other, tol, device, label, cand_obs))
@@ -164,8 +163,8 @@ def _limits(spec: OpSpec, obs: Observed) -> list[CheckResult]:
 
 
 def _unwritten(spec: OpSpec, impl: Impl, inputs: Inputs, want: Result, device: str, label: str, obs: Observed) -> CheckResult:
-    nan_run, _ = call(spec, impl.launcher, inputs, device, observe=obs)
-    poison_run, _ = call(spec, impl.launcher, inputs, device, fill=POISON, observe=obs)
+    nan_run, _ = call(spec, impl, inputs, device, observe=obs)
+    poison_run, _ = call(spec, impl, inputs, device, fill=POISON, observe=obs)
     for name, w in want.items():
         a, b = nan_run.get(name), poison_run.get(name)
         if not (isinstance(w, torch.Tensor) and w.is_floating_point() and isinstance(a, torch.Tensor) and a.shape == w.shape):
@@ -195,28 +194,19 @@ def _cache_probe(
     if first_mismatch(want_a, want_b, tol) is None:
         return CheckResult(name="cache probe", layer="integrity", passed=None, reason="integrity: cache probe not run (new inputs give the same reference result)")
     # new tensors of the same shape and new contents, at addresses no earlier tensor began at
-    got_a, _ = call(spec, impl.launcher, inputs, device, observe=obs)
+    got_a, _ = call(spec, impl, inputs, device, observe=obs)
     args = {k: _fresh_copy(v) for k, v in other.items()}
-    with watch(obs):
-        got_b = impl.launcher(**args)
-        sync(device)
-    got_b = collect(spec, got_b, args)
+    got_b = collect(spec, impl.run(args, observe=obs), args)
     if first_mismatch(got_b, want_b, tol) and first_mismatch(got_b, got_a, tol) is None:
         return _fail("cache probe", f"integrity: result cached by shape (new inputs of the same shape returned the previous output; {label})")
     # the same tensors (same data_ptr) with new contents written in place
     args = clone_inputs(inputs)
-    with watch(obs):
-        first = impl.launcher(**args)
-        sync(device)
-    first = collect(spec, first, args)
+    first = collect(spec, impl.run(args, observe=obs), args)
     with torch.no_grad():
         for name, t in args.items():
             if isinstance(t, torch.Tensor):
                 t.copy_(other[name])
-    with watch(obs):
-        second = impl.launcher(**args)
-        sync(device)
-    second = collect(spec, second, args)
+    second = collect(spec, impl.run(args, observe=obs, same_tensors=True), args)
     if first_mismatch(second, want_b, tol) and first_mismatch(second, first, tol) is None:
         return _fail("cache probe", f"integrity: result cached by data_ptr (same pointers with new contents returned the old output; {label})")
     return CheckResult(name="cache probe", layer="integrity", passed=True, reason="integrity: new contents give new results (new pointers and same pointers)")
@@ -259,12 +249,12 @@ def _perturbation(
     obs: Observed,
 ) -> list[CheckResult]:
     names = spec.sensitive_inputs or tuple(k for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point())
-    base, _ = call(spec, impl.launcher, inputs, device, observe=obs)
+    base, _ = call(spec, impl, inputs, device, observe=obs)
     checks = []
     for i, name in enumerate(names):
         changed_inputs = {**inputs, name: _perturbed(inputs[name], 7919 + i)}
         want_p = call_reference(spec, reference, changed_inputs)
-        got_p, _ = call(spec, impl.launcher, changed_inputs, device, observe=obs)
+        got_p, _ = call(spec, impl, changed_inputs, device, observe=obs)
         reason = _sensitivity(want, want_p, base, got_p, tol, name)
         if reason is None and (bad := first_mismatch(got_p, want_p, tol)):
             reason = f"integrity: wrong output when input {name} perturbed ({bad.describe(tol)})"

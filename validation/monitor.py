@@ -4,7 +4,11 @@
 - every Triton kernel launch with its scalar and constexpr arguments (and, on a
   GPU, the compiled kernel's registers and shared memory);
 - every torch function called *outside* a kernel launch (the interpreter's own
-  tensor copies happen inside a launch and are not the candidate's);
+  tensor copies happen inside a launch and are not the candidate's), and every
+  aten op that reached torch's dispatcher without passing torch-function
+  dispatch (compute hidden under `torch._C.DisableTorchFunction`);
+- which tensors each launch was given (their storages), so the gate can tell a
+  kernel that reads the op's inputs from one that only copies a result;
 - threads and processes started, CUDA streams created;
 - timers, benchmark hooks and allocators replaced (and puts the originals
   back, so a cheating candidate cannot skew what is measured after it).
@@ -22,6 +26,7 @@ from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils._python_dispatch import TorchDispatchMode
 
 _state = threading.local()
 
@@ -31,12 +36,15 @@ class Launch:
     kernel: str
     args: dict[str, Any]
     resources: dict[str, int] = field(default_factory=dict)
+    ptrs: set[int] = field(default_factory=set)  # storages of the tensors it was given
+    inputs: list[str] = field(default_factory=list)  # the op's inputs among them (named by the caller)
 
 
 @dataclass
 class Observed:
     launches: list[Launch] = field(default_factory=list)
     torch_calls: Counter = field(default_factory=Counter)
+    aten_calls: Counter = field(default_factory=Counter)  # reached the dispatcher without torch-function dispatch
     threads: list[str] = field(default_factory=list)
     streams: list[str] = field(default_factory=list)
     patched: list[str] = field(default_factory=list)
@@ -63,6 +71,23 @@ class _TorchCalls(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if not _in_kernel():
             self.obs.torch_calls[_name(func)] += 1
+        _state.seen = getattr(_state, "seen", 0) + 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            _state.seen -= 1
+
+
+class _AtenCalls(TorchDispatchMode):
+    """Aten ops that did not come through torch-function dispatch (which _TorchCalls sees)."""
+
+    def __init__(self, obs: Observed):
+        super().__init__()
+        self.obs = obs
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not _in_kernel() and not getattr(_state, "seen", 0):
+            self.obs.aten_calls[str(func.overloadpacket.__name__)] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -88,6 +113,7 @@ def _recording_run(original, obs: Observed):
         launch = Launch(getattr(self, "__name__", type(self).__name__), scalars)
         obs.launches.append(launch)
         _state.depth = getattr(_state, "depth", 0) + 1
+        launch.ptrs = {v.untyped_storage().data_ptr() for v in bound.values() if isinstance(v, torch.Tensor)}
         try:
             ret = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         finally:
@@ -146,6 +172,12 @@ def _guarded() -> list[tuple[Any, str, str]]:
     targets += [(torch, n, f"torch.{n}") for n in ("empty", "empty_like", "empty_strided")]
     targets += [(torch.Tensor, "new_empty", "torch.Tensor.new_empty")]
     return [(obj, name, label) for obj, name, label in targets if hasattr(obj, name)]
+
+
+def name_inputs(launches: list[Launch], args: dict[str, Any]) -> None:
+    """Name, in each launch, the op's inputs whose storage it was given."""
+    for launch in launches:
+        launch.inputs = [n for n, t in args.items() if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in launch.ptrs]
 
 
 Snapshot = list[tuple[Any, str, str, Any]]
@@ -213,9 +245,8 @@ def watch(obs: Observed) -> Iterator[Observed]:
 
     obs.calls += 1
     guarded = snapshot()
-    mode = _TorchCalls(obs)
     try:
-        with mode:
+        with _TorchCalls(obs), _AtenCalls(obs):
             yield obs
     finally:
         obs.patched += restore(guarded)

@@ -3,9 +3,12 @@
 For each performance shape both implementations are captured in CUDA graphs of
 `inner` launches, each launch preceded by zeroing a flush buffer twice the L2
 size (so every launch starts with a cold L2). A third graph holds the flushes
-alone; its time is subtracted. Rounds alternate which implementation runs
+alone; its time is subtracted (timing.py). Rounds alternate which implementation runs
 first; the per-round ratio is baseline time / candidate time (> 1: faster), and
-the bundle reports its median with a bootstrap 95% interval.
+the bundle reports its median with a bootstrap 95% interval. The timing runs
+where the implementations live (the gate's child process for a candidate), and
+what the timed graphs computed is checked against the reference on sampled
+rounds (first, middle, last): a candidate fast only when unchecked is caught.
 
 Acceptance (per op, `spec.acceptance`): no shape's median ratio below
 1 - max_slowdown_any_shape, and the geometric mean over shapes not measurably
@@ -29,8 +32,11 @@ import torch
 
 from patterns.core.records import CheckResult
 from patterns.core.stats import NOISE_FLOOR, bootstrap_ci
+from patterns.core.compare import first_mismatch, tolerances
 from patterns.validation.loader import Impl
-from patterns.validation.runner import active_dtypes, clone_inputs, shape_label
+from patterns.validation.runner import active_dtypes, call_reference, collect, shape_label
+from patterns.validation import timing
+from patterns.validation.timing import replay_ms
 from patterns.core.opspec import Acceptance, OpSpec
 
 MIN_ROUNDS = 10
@@ -48,85 +54,22 @@ def needs_gpu(why: str) -> CheckResult:
     return CheckResult(name="speed", layer="performance", passed=None, reason=f"performance: needs GPU ({why}; interpreter timings are never reported)")
 
 
-def _flush_buffer(device: str) -> torch.Tensor:
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device=device)
-
-
-def _capture(fn: Callable[[], Any], flush: torch.Tensor, inner: int) -> torch.cuda.CUDAGraph:
-    # warm up on a side stream first: Triton compiles there, not during capture
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(inner):
-            flush.zero_()
-            fn()
-    torch.cuda.synchronize()
-    return graph
-
-
-def _replay_ms(graph: torch.cuda.CUDAGraph) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
-def _inner_count(fn: Callable[[], Any], flush: torch.Tensor) -> int:
-    """Launches per graph so that one replay takes about 2 ms."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush.zero_()
-        fn()
-    end.record()
-    end.synchronize()
-    per = max(start.elapsed_time(end) / 5, 1e-3)
-    return int(min(200, max(5, math.ceil(2.0 / per))))
-
-
 def time_interleaved(fns: dict[str, Callable[[], Any]], device: str, rounds: int, inner: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """GPU time per launch (ms) of each function, one value per round, all measured side by side.
-
-    Each function is captured in a CUDA graph of `inner` launches (default: its own
-    count for a ~2 ms replay), each launch after an L2 flush; a graph of the flushes
-    alone is subtracted. Round r replays the graphs in an order rotated by r (and
-    reversed every other cycle), so no function always runs first or after the
-    same neighbour.
-    """
-    flush = _flush_buffer(device)
-    inners = {name: inner or _inner_count(fn, flush) for name, fn in fns.items()}
-    graphs = {name: _capture(fn, flush, inners[name]) for name, fn in fns.items()}
-    flushes = {n: _capture(lambda: None, flush, n) for n in set(inners.values())}
-    names = list(fns)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(max(rounds, 1)):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for name in order if (r // len(names)) % 2 == 0 else order[::-1]:
-            t = _replay_ms(graphs[name])
-            f = _replay_ms(flushes[inners[name]])
-            times[name].append(max(t - f, 1e-6) / inners[name])
-    del graphs, flushes
+    """timing.time_interleaved for trusted code in this process (the GPU benchmark), times as arrays."""
+    times, inners = timing.time_interleaved(fns, device, rounds, inner)
     return {name: np.array(v) for name, v in times.items()}, inners
 
 
-def measure_shape(spec: OpSpec, baseline: Impl, candidate: Impl, shape: dict, dtype: str, device: str, rounds: int) -> dict[str, Any]:
+def measure_shape(
+    spec: OpSpec, baseline: Impl, candidate: Impl, shape: dict, dtype: str, device: str, rounds: int, reference: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    """Time both where they run; with `reference`, check what the timed graphs computed on sampled rounds
+    (`timed_output_mismatch` names the first wrong one)."""
     inputs = spec.make_inputs(dict(shape), dtype, spec.seeds[0], device)
-    args = {"baseline": clone_inputs(inputs), "candidate": clone_inputs(inputs)}
-    fns = {role: (lambda impl=impl, a=args[role]: impl.launcher(**a)) for role, impl in (("baseline", baseline), ("candidate", candidate))}
-    inner = _inner_count(fns["baseline"], _flush_buffer(device))
-    times, _ = time_interleaved(fns, device, max(rounds, MIN_ROUNDS), inner=inner)
+    rounds = max(rounds, MIN_ROUNDS)
+    sampled = sorted({0, rounds // 2, rounds - 1})
+    timed = candidate.host.time(["baseline", "candidate"], inputs, rounds, tuple(spec.inplace), sampled)
+    times, inner = timed["times"], timed["inners"]["baseline"]
     tb, tc = np.array(times["baseline"]), np.array(times["candidate"])
     ratios = tb / tc
     lo, hi = bootstrap_ci(ratios)
@@ -138,7 +81,25 @@ def measure_shape(spec: OpSpec, baseline: Impl, candidate: Impl, shape: dict, dt
         "rounds": len(ratios),
         "launches_per_graph": inner,
         "ratios": [float(x) for x in ratios],
+        "checked_rounds": sampled if reference is not None else [],
     }
+    if reference is not None:
+        want = call_reference(spec, reference, inputs)
+        per_output = tolerances(spec, want, dtype)
+        for key, sample in sorted(timed["samples"].items()):
+            r, role = key.split(":")
+            if role != "candidate":
+                continue
+            args = {**inputs, **sample["args"]}
+            try:
+                got = collect(spec, sample["ret"], args)
+                bad = first_mismatch(got, want, per_output)
+            except Exception as e:  # noqa: BLE001 - a malformed timed result is a wrong one
+                out["timed_output_mismatch"] = f"round {r}: {e}"
+                break
+            if bad is not None:
+                out["timed_output_mismatch"] = f"round {r}: {bad.describe()}"
+                break
     if spec.bytes_moved is not None:
         nbytes = spec.bytes_moved(dict(shape), dtype)
         out["baseline_GBps"] = nbytes / (out["baseline_us"] * 1e-6) / 1e9
@@ -161,7 +122,7 @@ def device_ceilings(device: str, dtype: str) -> dict[str, float]:
     with torch.cuda.graph(graph):
         for _ in range(10):
             dst.copy_(src)
-    times = sorted(_replay_ms(graph) / 10 for _ in range(10))
+    times = sorted(replay_ms(graph) / 10 for _ in range(10))
     copy_gbps = 2 * n / (times[len(times) // 2] * 1e-3) / 1e9
     del src, dst, graph
     mm_dtype = getattr(torch, dtype) if dtype in ("float16", "bfloat16") else torch.bfloat16
@@ -182,7 +143,8 @@ def device_ceilings(device: str, dtype: str) -> dict[str, float]:
 
 
 def check_performance(
-    spec: OpSpec, baseline: Impl, candidate: Impl, device: str, rounds: int = MIN_ROUNDS, acceptance: Acceptance | None = None
+    spec: OpSpec, baseline: Impl, candidate: Impl, device: str, rounds: int = MIN_ROUNDS, acceptance: Acceptance | None = None,
+    reference: Callable[..., Any] | None = None,
 ) -> tuple[list[CheckResult], dict[str, Any]]:
     why = gpu_unavailable_reason(device)
     if why:
@@ -194,7 +156,7 @@ def check_performance(
     checks, per_round = [], []
     for dtype in dtypes:
         for shape in shapes:
-            m = measure_shape(spec, baseline, candidate, shape, dtype, device, rounds)
+            m = measure_shape(spec, baseline, candidate, shape, dtype, device, rounds, reference)
             if "candidate_GBps" in m:
                 m["candidate_fraction_of_copy"] = m["candidate_GBps"] / ceilings["copy_GBps"]
                 m["baseline_fraction_of_copy"] = m["baseline_GBps"] / ceilings["copy_GBps"]
@@ -205,9 +167,9 @@ def check_performance(
             per_round.append(np.array(m["ratios"]))
             floor = 1 - acc.max_slowdown_any_shape
             label = shape_label(shape, dtype)
-            ok = m["ratio"] >= floor
+            ok = m["ratio"] >= floor and "timed_output_mismatch" not in m
             ci = f"95% CI [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"
-            reason = (
+            reason = f"performance: the timed runs' output is wrong ({m['timed_output_mismatch']}; {label})" if "timed_output_mismatch" in m else (
                 f"performance: ratio {m['ratio']:.3f} ({ci}; {m['baseline_us']:.1f} us -> {m['candidate_us']:.1f} us; {label})"
                 if ok
                 else f"performance: {(1 - m['ratio']) * 100:.1f}% slower than the baseline, more than the {acc.max_slowdown_any_shape * 100:.0f}% allowed (ratio {m['ratio']:.3f}, {ci}; {label})"

@@ -24,9 +24,9 @@ err_console = Console(stderr=True)
 
 
 def agent_command(
-    target: str = typer.Argument(..., metavar="TARGET", help="an op (kda_decode), a spec.py (patterns spec init) or a folder with one, a kernels/<op> folder, or a kernel file"),
+    targets: list[str] = typer.Argument(..., metavar="TARGET", help="ops (kda_decode), spec.py files (patterns spec init) or folders with one, kernels/<op> folders or kernel files; several run in turn, or side by side with --ray"),
     op: Optional[str] = typer.Option(None, "--op", help="the op TARGET implements (a name or a spec.py), when its path does not say"),
-    max_steps: int = typer.Option(8, "--max-steps", min=1, help="attempts (rewrite + gate) at most"),
+    max_steps: int = typer.Option(8, "--max-steps", min=1, help="attempts (rewrite + gate) at most, per target"),
     review: str = typer.Option("queue", "--review", help="queue (leave items for `patterns review`) or interactive (ask here)"),
     auto_merge_exact: bool = typer.Option(False, "--auto-merge-exact", help="merge exact (bit-identical) codemod rewrites that pass the gate without asking"),
     device: str = typer.Option("auto", "--device", help="auto, cpu (Triton interpreter: correctness and integrity) or cuda (also speed)"),
@@ -34,24 +34,42 @@ def agent_command(
     shapes: Optional[int] = typer.Option(None, "--shapes", help="check correctness on the first N shapes of the op's grid only (recorded in the review item)"),
     profile: Optional[Path] = typer.Option(None, "--profile", help="ncu CSV, torch.profiler trace or evidence bundle to use instead of the estimate"),
     fresh: bool = typer.Option(False, "--fresh", help="start a new run even if an unfinished run of this target exists"),
+    chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="retrieve from a ChromaDB server's index (`patterns index --chroma-url`), one for every host"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="validate as Ray tasks on the cluster at ADDRESS (host:port, ray://host:port, auto); alone: a Ray instance started on this host"),
+    ray_resource: Optional[str] = typer.Option(None, "--ray-resource", metavar="NAME=N", help="with --ray: each task asks for N units of this custom resource instead of one GPU (CPU-only clusters)"),
 ) -> None:
-    """Analyse TARGET, try the patterns that fit, validate each candidate and queue the ones that pass for review."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    """Analyse each TARGET, try the patterns that fit, validate each candidate and queue the ones that pass for review."""
     from patterns.agent.loop import Agent, AgentConfig, AgentError, prepare_device, resolve_target
 
     if review not in ("queue", "interactive"):
         raise AgentError(f"--review: '{review}' is not queue or interactive")
-    prepare_device(device)
-    op_name, path = resolve_target(target, op)
-    cfg = AgentConfig(op=op_name, target=path, max_steps=max_steps, review=review, auto_merge_exact=auto_merge_exact,
-                      device=device, arch=arch, shapes=shapes, profile=profile, fresh=fresh)
-    agent = Agent(cfg)
-    op_name = agent.name  # a user's op: its spec's name, not the path
-    # a live spinner for a person at a terminal; piped output gets the step lines only
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True,
-                  disable=not err_console.is_terminal) as progress:
-        task = progress.add_task(f"{op_name}: starting", total=None)
+    if op is not None and len(targets) > 1:
+        raise AgentError("--op: only with one TARGET")
+    if ray_resource is not None and ray is None:
+        raise AgentError("--ray-resource: only with --ray")
+    gate_device = None
+    if ray is not None:
+        from patterns.agent.fanout import cluster_device, connect, parse_resource
+
+        resource = parse_resource(ray_resource)
+        connect(ray)
+        gate_device = cluster_device(device, resource)
+        if gate_device == "cpu":
+            prepare_device("cpu")
+    else:
+        prepare_device(device)
+    resolved = [resolve_target(t, op) for t in targets]
+    seen: dict[Path, str] = {}
+    for t, (_, path) in zip(targets, resolved):
+        if path in seen:
+            raise AgentError(f"{t}: the same target as {seen[path]}")
+        seen[path] = t
+    cfgs = [AgentConfig(op=op_name, target=path, max_steps=max_steps, review=review, auto_merge_exact=auto_merge_exact, device=device,
+                        arch=arch, shapes=shapes, profile=profile, fresh=fresh, chroma_url=chroma_url) for op_name, path in resolved]
+    agents = [Agent(cfg, gate_device=gate_device) for cfg in cfgs]
+    with _progress() as progress:
+        def say(line: str) -> None:
+            progress.console.print(escape(line), highlight=False, soft_wrap=True)
 
         def ask(item) -> str:
             progress.stop()
@@ -60,15 +78,34 @@ def agent_command(
             finally:
                 progress.start()
 
-        agent.ask = ask
-        agent.say = lambda line: progress.console.print(escape(line), highlight=False, soft_wrap=True)
-        agent.stage = lambda s: progress.update(task, description=escape(f"{op_name}: {s}"))
-        agent.advance = lambda done, total: progress.update(task, completed=done, total=total)
-        result = agent.run()
-    console.print(_trail_table(f"{op_name}: run {result.run}" + (" (resumed)" if result.resumed else ""), result.attempts))
-    for item in result.reviews:
-        console.print(f"review item [bold]{item.id}[/]: {escape(item.pattern_id)} ({item.safety.value}) — {item.status}; `patterns review show {item.id}`")
-    console.print(f"[dim]{escape(result.finish)}[/]")
+        for agent in agents:
+            # a user's op: its spec's name, not the path
+            name = agent.name if len(agents) == 1 else f"{agent.name} ({agent.cfg.target.name})"
+            task = progress.add_task(f"{name}: starting", total=None)
+            agent.ask = ask
+            agent.say = (lambda line: say(line)) if len(agents) == 1 else (lambda line, name=name: say(f"{name}: {line}"))
+            agent.stage = lambda s, task=task, name=name: progress.update(task, description=escape(f"{name}: {s}"))
+            agent.advance = lambda done, total, task=task: progress.update(task, completed=done, total=total)
+        if ray is None:
+            results = [agent.run() for agent in agents]
+        else:
+            from patterns.agent.fanout import Fanout
+
+            bar = progress.add_task("Ray tasks", total=None)
+            results = Fanout(agents, resource, say=say, progress=lambda done, total: progress.update(bar, completed=done, total=total)).run()
+    for agent, result in zip(agents, results):
+        console.print(_trail_table(f"{agent.name}: run {result.run}" + (" (resumed)" if result.resumed else ""), result.attempts))
+        for item in result.reviews:
+            console.print(f"review item [bold]{item.id}[/]: {escape(item.pattern_id)} ({item.safety.value}) — {item.status}; `patterns review show {item.id}`")
+        console.print(f"[dim]{escape(result.finish)}[/]")
+
+
+def _progress():
+    """A live spinner for a person at a terminal; piped output gets the step lines only."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                    transient=True, disable=not err_console.is_terminal)
 
 
 def _ask(item) -> str:

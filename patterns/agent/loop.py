@@ -45,7 +45,7 @@ import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Generator, Iterator, Literal
 
 from patterns.core import files
 from patterns.agent.hypothesis import hypothesize
@@ -88,6 +88,7 @@ class AgentConfig:
     shapes: int | None = None  # check correctness on the first N shapes of the op's CPU grid only
     profile: Path | None = None
     fresh: bool = False
+    chroma_url: str | None = None  # the library index in a ChromaDB server (`patterns index --chroma-url`), shared by hosts
 
     @property
     def sm(self) -> int:
@@ -95,6 +96,39 @@ class AgentConfig:
         from patterns.core.hardware import gpu
 
         return gpu(self.arch).cuda_sm
+
+
+@dataclass(frozen=True)
+class GateCall:
+    """One validation the loop needs; whoever answers it (Agent.gate here, a Ray task in
+    patterns.agent.fanout) runs the gate on `candidate` against the run's target."""
+
+    key: tuple[str, str, str]  # the attempt's key (Planned.key)
+    step: int | None  # None: asked for ahead of the loop (Agent.lookahead)
+    pattern_id: str
+    candidate: Path
+    sha256: str
+    max_cost: float
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate said: a bundle (written at `bundle_path`), or why there is none -- the gate refused the
+    input (layer "import") or the worker running it died on every try (layer "worker")."""
+
+    bundle: Any = None  # EvidenceBundle
+    bundle_path: Path | None = None
+    layer: str = ""
+    reason: str = ""
+
+    @classmethod
+    def from_event(cls, data: dict[str, Any]) -> "GateOutcome":
+        """From a driver's `validated` journal event (patterns.agent.fanout)."""
+        if not data.get("bundle"):
+            return cls(layer=data["layer"], reason=data["reason"])
+        from patterns.validation.bundle import read_bundle
+
+        return cls(bundle=read_bundle(Path(data["bundle"])), bundle_path=Path(data["bundle"]))
 
 
 @dataclass
@@ -256,6 +290,7 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     from patterns.retriever.retrieve import suggest
 
     dtype, overrides = _dtypes(spec)
+    # the spec's shapes also name what only its input maker uses (PAGE, L_MIN): not refused, dropped (strict_names)
     shapes = [dict(s) for s in (spec.gpu_shapes or spec.shapes)]
     profile, profile_note = cfg.profile, ""
     if profile is None and cfg.op == spec.name:  # an op of kernels/: the checkout may hold its GPU evidence
@@ -268,13 +303,15 @@ def make_plan(cfg: AgentConfig, spec, llm_cfg=None, note: Callable[[str], None] 
     for shape in shapes:
         label = ", ".join(f"{k}={shape[k]}" for k in varying)
         try:
-            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000)
+            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, profile=profile, top=1000, chroma_url=cfg.chroma_url,
+                             strict_names=False)
         except ProfileError as exc:
             if cfg.profile is not None:
                 raise AgentError(str(exc)) from None
             profile_note = f"evidence not used: {exc}"
             profile = None
-            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, top=1000)
+            report = suggest(cfg.target, shapes=shape, arch=cfg.arch, dtype=dtype, dtype_overrides=overrides, top=1000, chroma_url=cfg.chroma_url,
+                             strict_names=False)
         for k in report.kernels:
             analysis.append({"shape": shape, "kernel": k.kernel, "bottleneck": k.bottleneck.model_dump(mode="json"),
                              "others": [b.cls.value for b in k.other_bottlenecks]})
@@ -340,7 +377,9 @@ def find_run(runs: Path, identity: dict[str, Any], name: str | None = None) -> P
 class Agent:
     def __init__(self, cfg: AgentConfig, *, home: Path | None = None, store: ReviewStore | None = None,
                  ask: Callable[[ReviewItem], str] | None = None, say: Callable[[str], None] = lambda _: None,
-                 stage: Callable[[str], None] = lambda _: None, advance: Callable[[int, int], None] = lambda done, total: None):
+                 stage: Callable[[str], None] = lambda _: None, advance: Callable[[int, int], None] = lambda done, total: None,
+                 gate_device: str | None = None):
+        """`gate_device`: the device the gate runs on when it runs elsewhere (a Ray worker's); default: this host's."""
         from patterns.agent.llm import load_config
         from patterns.core.hardware import UnknownGPU
 
@@ -348,7 +387,9 @@ class Agent:
         self.home = Path(home) if home is not None else agent_home()
         self.store = store or ReviewStore(self.home / "reviews")
         self.ask, self.say, self.stage, self.advance = ask, say, stage, advance
-        self.device = prepare_device(cfg.device)
+        self._ahead: dict[tuple[str, str, str], Attempt | str] = {}  # lookahead's rewrites, by attempt key
+        self.device = gate_device or prepare_device(cfg.device)
+        self.ahead = False  # set by a driver that validates ahead of the loop (patterns.agent.fanout)
         self.spec, self.launcher, self.grid = _gate_spec(cfg.op, cfg.target, cfg.shapes)
         self.name = self.spec.name  # folders and ids: the op key may be a spec's path
         if cfg.op != self.name:
@@ -375,6 +416,35 @@ class Agent:
         }
 
     def run(self) -> RunResult:
+        """The run in this process: each validation the loop asks for is the gate, called here."""
+        steps = self.steps()
+        try:
+            call = next(steps)
+            while True:
+                call = steps.send(self.gate(call))
+        except StopIteration as stop:
+            return stop.value
+
+    def gate(self, call: GateCall) -> GateOutcome:
+        """One validation in this process (the plain, sequential path)."""
+        from patterns.core.ops import OpError
+        from patterns.validation.bundle import bundle_stem
+        from patterns.validation.gate import validate
+
+        out = self.run_dir / "evidence"
+        try:
+            bundle = validate(self.spec, call.candidate, device=self.device, out_dir=out, max_cost=call.max_cost,
+                              on_stage=lambda s: self.stage(f"step {call.step}: {call.pattern_id}: {s}"))
+        except OpError as exc:
+            return GateOutcome(layer="import", reason=str(exc))
+        return GateOutcome(bundle=bundle, bundle_path=out / f"{bundle_stem(bundle)}.json")
+
+    def steps(self) -> Generator[GateCall, GateOutcome, RunResult]:
+        """The run as a generator: it yields each validation it needs and is sent the gate's outcome.
+
+        `run` answers in this process; a driver may answer elsewhere (patterns.agent.fanout), for several
+        targets at once. Everything else -- the plan, the journal, the feedback, review -- happens here.
+        """
         from patterns.core.library import load_library
 
         recovered = self.store.recover()
@@ -387,7 +457,8 @@ class Agent:
         if run_dir is None:
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
             run_dir = runs / f"{self.name}-{stamp}"
-        journal = Journal(run_dir / "journal.jsonl")
+        self.run_dir = run_dir
+        journal = self.journal = Journal(run_dir / "journal.jsonl")
         if resumed:
             done = sum(1 for _ in journal.of("attempt"))
             journal.append("resume", {"pid": os.getpid(), "attempts_done": done})
@@ -408,10 +479,13 @@ class Agent:
         hypotheses = {pid: Hypothesis.model_validate(h) for pid, h in plan["hypotheses"].items()}
 
         recorded = {a.key: a for a in (Attempt.model_validate(e.data) for e in journal.of("attempt"))}
-        queue = deque(Planned(p["pattern_id"], p["params"], "target", p["origin"], p.get("kernel", "")) for p in plan["planned"])
+        # validations whose outcome a driver recorded (`validated`) but no attempt used yet: a killed driver's work
+        self.validated = {(tuple(e.data["key"]), e.data["sha256"]): GateOutcome.from_event(e.data) for e in journal.of("validated")}
+        queue = self.queue = deque(Planned(p["pattern_id"], p["params"], "target", p["origin"], p.get("kernel", "")) for p in plan["planned"])
         tried: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        candidates: dict[str, Path] = {}
-        seen: set[tuple[str, str, str]] = set()
+        candidates = self.candidates = {}
+        seen = self.seen = set()
+        self.recorded, self.result = recorded, result
         finish = "plan exhausted: no rewrite left to try"
         while queue:
             planned = queue.popleft()
@@ -426,7 +500,16 @@ class Agent:
             attempt = recorded.get(planned.key)
             replayed = attempt is not None
             if attempt is None:
-                attempt = self._attempt(step, planned, candidates, journal)
+                made = self._rewrite(step, planned, candidates)
+                if isinstance(made, Attempt):
+                    attempt = made
+                else:
+                    call = self._candidate(step, planned, made)
+                    outcome = self.validated.get((planned.key, call.sha256))
+                    if outcome is None:
+                        journal.append("validating", {"step": step, "key": list(planned.key), "candidate": str(call.candidate)})
+                        outcome = yield call
+                    attempt = self._conclude(call, planned, outcome)
             undone: list[str] = []
             if attempt.outcome == "failed" and attempt.layer == "performance" and attempt.candidate and Path(attempt.candidate).exists():
                 undone = undone_patterns(Path(attempt.candidate).read_text(encoding="utf-8"), str(self.cfg.target), plan["already_applied"], entries)
@@ -457,51 +540,80 @@ class Agent:
         return result
 
     # -------------------------------------------------------------- one attempt
-    def _attempt(self, step: int, planned: Planned, candidates: dict[str, Path], journal: Journal) -> Attempt:
+    def _rewrite(self, step: int | None, planned: Planned, candidates: dict[str, Path]) -> Attempt | str:
+        """The candidate's source, or the attempt's outcome when there is nothing to validate."""
         from patterns.core.library import LibraryError, get
         from patterns.rewriter.base import AlreadyApplied, RewriteError, apply
-        from patterns.validation.gate import validate
-        from patterns.core.ops import OpError
 
         base_path = self.cfg.target if planned.base == "target" else candidates[planned.base]
         source = base_path.read_text(encoding="utf-8")
-        common = dict(step=step, pattern_id=planned.pattern_id, params=planned.params, base=planned.base, origin=planned.origin)
-        self.stage(f"step {step}: {planned.pattern_id} {_params(planned.params)}")
+        common = dict(step=step or 1, pattern_id=planned.pattern_id, params=planned.params, base=planned.base, origin=planned.origin)
+        if step is not None:
+            self.stage(f"step {step}: {planned.pattern_id} {_params(planned.params)}")
         try:
             entry = get(planned.pattern_id)
             if planned.origin == "rewrite":
                 given = {k: str(v) for k, v in planned.params.items() if v != defaults(entry).get(k)}
-                new = apply(planned.pattern_id, source, str(self.cfg.target), kernel=planned.kernel or None, params=given).candidate.source
-            elif self.llm is None:  # a run planned with a model, resumed without one
+                return apply(planned.pattern_id, source, str(self.cfg.target), kernel=planned.kernel or None, params=given).candidate.source
+            if self.llm is None:  # a run planned with a model, resumed without one
                 return Attempt(**common, outcome="invalid", layer="llm", reason="no model endpoint configured now: the patch cannot be asked for")
-            else:
-                from patterns.agent.llm import LLMRejected, ask_patch
+            from patterns.agent.llm import LLMRejected, ask_patch
 
-                try:
-                    new, _ = ask_patch(self.llm, entry.pattern, source, str(self.cfg.target), self.launcher)
-                except LLMRejected as exc:
-                    return Attempt(**common, outcome="invalid", layer="llm", reason=f"model's patch rejected: {exc}")
+            try:
+                return ask_patch(self.llm, entry.pattern, source, str(self.cfg.target), self.launcher)[0]
+            except LLMRejected as exc:
+                return Attempt(**common, outcome="invalid", layer="llm", reason=f"model's patch rejected: {exc}")
         except AlreadyApplied as exc:
             return Attempt(**common, outcome="already-applied", layer="rewrite", reason=str(exc))
         except (RewriteError, LibraryError) as exc:
             return Attempt(**common, outcome="refused", layer="rewrite", reason=str(exc))
-        cand = journal.path.parent / "candidates" / f"{step:02d}-{planned.pattern_id}.py"
-        cand.parent.mkdir(parents=True, exist_ok=True)
-        files.write_atomic(cand, new.encode())
-        common.update(candidate=str(cand), sha256=files.sha256_hex(new))
-        journal.append("validating", {"step": step, "key": list(planned.key), "candidate": str(cand)})
-        try:
-            bundle = validate(self.spec, cand, device=self.device, out_dir=journal.path.parent / "evidence", max_cost=entry.pattern.max_cost,
-                              on_stage=lambda s: self.stage(f"step {step}: {planned.pattern_id}: {s}"))
-        except OpError as exc:
-            return Attempt(**common, outcome="invalid", layer="import", reason=str(exc))
-        from patterns.validation.bundle import bundle_stem
 
-        common["bundle"] = str(journal.path.parent / "evidence" / f"{bundle_stem(bundle)}.json")
-        layer, reason = first_failure(bundle)
+    def candidate_name(self, step: int | None, planned: Planned, sha256: str) -> str:
+        """The candidate's file name in the run's candidates/: by step here; a driver that validates ahead of
+        the loop (patterns.agent.fanout) names candidates by content instead."""
+        return f"{planned.pattern_id}-{sha256}.py" if self.ahead else f"{step:02d}-{planned.pattern_id}.py"
+
+    def _candidate(self, step: int | None, planned: Planned, source: str) -> GateCall:
+        """Write the candidate (atomically, into the run folder) and say what validating it takes."""
+        from patterns.core.library import get
+
+        sha = files.sha256_hex(source)
+        cand = self.run_dir / "candidates" / self.candidate_name(step, planned, sha)
+        cand.parent.mkdir(parents=True, exist_ok=True)
+        if not cand.is_file() or files.sha256_file(cand) != sha:
+            files.write_atomic(cand, source.encode())
+        return GateCall(key=planned.key, step=step, pattern_id=planned.pattern_id, candidate=cand, sha256=sha,
+                        max_cost=get(planned.pattern_id).pattern.max_cost)
+
+    def _conclude(self, call: GateCall, planned: Planned, outcome: GateOutcome) -> Attempt:
+        common = dict(step=call.step, pattern_id=planned.pattern_id, params=planned.params, base=planned.base, origin=planned.origin,
+                      candidate=str(call.candidate), sha256=call.sha256)
+        if outcome.bundle is None:
+            return Attempt(**common, outcome="invalid", layer=outcome.layer, reason=outcome.reason)
+        common["bundle"] = str(outcome.bundle_path)
+        layer, reason = first_failure(outcome.bundle)
         if not layer:
-            return Attempt(**common, outcome="passed", reason=_verdict(bundle))
+            return Attempt(**common, outcome="passed", reason=_verdict(outcome.bundle))
         return Attempt(**common, outcome="failed", layer=layer, reason=reason)
+
+    def lookahead(self) -> Iterator[GateCall]:
+        """Validations the loop will ask for later unless the feedback cuts the run short: the planned rewrites
+        still queued (not a model's patch, which is asked for only in turn). A driver with idle workers
+        validates these ahead; the loop still takes every outcome in its own order."""
+        budget = self.cfg.max_steps - len(self.result.attempts) - 1
+        for planned in list(self.queue):
+            if budget <= 0:
+                return
+            if planned.key in self.seen or planned.key in self.recorded or planned.origin != "rewrite":
+                continue
+            if planned.base != "target" and planned.base not in self.candidates:
+                continue
+            budget -= 1
+            made = self._ahead.get(planned.key)
+            if made is None:
+                made = self._ahead[planned.key] = self._rewrite(None, planned, self.candidates)
+            if isinstance(made, str):
+                yield self._candidate(None, planned, made)
 
     # -------------------------------------------------------------- review and decision
     def _review(self, attempt: Attempt, hypotheses: dict[str, Hypothesis], trail: list[Attempt], journal: Journal, run: str) -> ReviewItem:
@@ -570,4 +682,4 @@ def run_agent(cfg: AgentConfig, **kwargs) -> RunResult:
     return Agent(cfg, **kwargs).run()
 
 
-__all__ = ["AgentConfig", "AgentError", "Agent", "JournalError", "RunResult", "make_plan", "prepare_device", "resolve_target", "run_agent"]
+__all__ = ["AgentConfig", "AgentError", "Agent", "JournalError", "RunResult", "GateCall", "GateOutcome", "make_plan", "prepare_device", "resolve_target", "run_agent"]

@@ -74,47 +74,34 @@ def nan_filled_empty(fill: float = float("nan")):
     torch.empty = lambda *a, **k: poison(originals["empty"](*a, **k))
     torch.empty_like = lambda *a, **k: poison(originals["empty_like"](*a, **k))
     torch.empty_strided = lambda *a, **k: poison(originals["empty_strided"](*a, **k))
+    own = "new_empty" in vars(torch.Tensor)  # else inherited from the C base class: removed again after
     torch.Tensor.new_empty = lambda self, *a, **k: poison(tensor_new_empty(self, *a, **k))
     try:
         yield
     finally:
         torch.empty, torch.empty_like = originals["empty"], originals["empty_like"]
         torch.empty_strided = originals["empty_strided"]
-        torch.Tensor.new_empty = tensor_new_empty
-
-
-def _as_tuple(x: Any) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+        if own:
+            torch.Tensor.new_empty = tensor_new_empty
+        else:
+            del torch.Tensor.new_empty
 
 
 def compare(out: Any, ref: Any, atol: float, rtol: float) -> tuple[bool, float, float, str]:
-    """Elementwise allclose over (possibly tuple) outputs, with the first failing element named."""
-    import torch
+    """Within tolerance over (possibly tuple) outputs, with the first failing element named
+    (patterns.core.compare decides: the one comparison every stage uses)."""
+    from patterns.core.compare import ResultError, as_result, errors, first_mismatch
+    from patterns.core.opspec import Tolerance
 
-    outs, refs = _as_tuple(out), _as_tuple(ref)
-    if len(outs) != len(refs):
-        return False, float("inf"), float("inf"), f"returned {len(outs)} outputs, reference {len(refs)}"
-    worst_abs = worst_rel = 0.0
-    for i, (o, r) in enumerate(zip(outs, refs)):
-        if not isinstance(r, torch.Tensor):
-            if o != r:
-                return False, float("inf"), float("inf"), f"output {i}: {o!r} != {r!r}"
-            continue
-        if o.shape != r.shape:
-            return False, float("inf"), float("inf"), f"output {i}: shape {tuple(o.shape)} != reference {tuple(r.shape)}"
-        o64, r64 = o.detach().double().cpu(), r.detach().double().cpu()
-        if torch.isnan(o64).any() and not torch.isnan(r64).any():
-            idx = tuple(int(v) for v in torch.nonzero(torch.isnan(o64))[0])
-            return False, float("nan"), float("nan"), f"output {i}: NaN at {idx} (element never written?)"
-        diff = (o64 - r64).abs()
-        worst_abs = max(worst_abs, float(diff.max()) if diff.numel() else 0.0)
-        rel = diff / r64.abs().clamp_min(1e-6)
-        worst_rel = max(worst_rel, float(rel.max()) if rel.numel() else 0.0)
-        bad = diff > atol + rtol * r64.abs()
-        if bad.any():
-            idx = tuple(int(v) for v in torch.nonzero(bad)[0])
-            return False, worst_abs, worst_rel, f"output {i}{list(idx)}: {float(o64[idx]):.6g} vs reference {float(r64[idx]):.6g}"
-    return True, worst_abs, worst_rel, ""
+    got, want = as_result(out), as_result(ref)
+    if len(got) != len(want):
+        return False, float("inf"), float("inf"), f"returned {len(got)} outputs, reference {len(want)}"
+    try:
+        bad = first_mismatch(got, want, Tolerance(atol, rtol))
+    except ResultError as e:
+        return False, float("inf"), float("inf"), str(e)
+    worst_abs, worst_rel = errors(got, want)
+    return bad is None, worst_abs, worst_rel, bad.describe() if bad else ""
 
 
 def run_example(entry: Entry, which: str, device: str = "cpu") -> list[ExampleRun]:

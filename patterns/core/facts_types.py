@@ -132,6 +132,26 @@ NATIVE_KINDS: dict[str, str] = {
     "gil_release": "releases the Python GIL",
     "gil_acquire": "takes the Python GIL",
     "blocking_wait": "host call that blocks until something else finishes",
+    "scale_ue8m0": "power-of-two (UE8M0, exponent-only) block scale factors",
+    "tmem": "Blackwell tensor memory allocated, loaded or stored (tcgen05.alloc/ld/st)",
+    "stmatrix": "stmatrix: registers to shared memory in MMA fragment layout",
+    "ldmatrix": "ldmatrix: shared memory to registers in MMA fragment layout",
+    "proxy_fence": "async-proxy fence between generic shared-memory writes and TMA/UMMA reads",
+    "named_barrier": "named barrier (bar.sync/bar.arrive with an id) syncing a subset of warps",
+    "elect_one": "elect.sync: one lane of a warp elected to issue work",
+    "prefetch": "L2 or TMA prefetch ahead of use",
+    "fast_math": "approximate math (ex2.approx, rcp.approx, __expf, __fdividef)",
+    "vector_access": "128-bit vectorised or read-only (.nc / __ldg) global accesses",
+    "memory_order": "acquire/release or volatile memory ordering, fences between agents",
+    "ue8m0": "UE8M0 power-of-two scale factors",
+    "smem_opt_in": "kernel attribute raising the dynamic shared memory limit",
+    "cluster_launch": "launch with attributes (cudaLaunchKernelEx: cluster dims, PDL)",
+    "ipc": "inter-process or inter-GPU memory (CUDA IPC handles, NVSHMEM)",
+    "swizzle": "swizzled shared-memory layouts",
+    "jit_compile": "kernels compiled at run time (NVRTC/NVCC, cuModuleLoad, cuLaunchKernel)",
+    "cvt_pack": "packed conversions (cvt.rn.satfinite e4m3x2, float2 to bf16x2)",
+    "warp_vote": "warp votes and bit counts (__ballot_sync, __popc) for compaction",
+    "cub": "CUB block/warp collectives (BlockReduce, BlockScan, WarpReduce)",
     "persistent_loop": "a loop that fetches the next tile from a scheduler or strides by the grid (persistent kernel)",
     "scale_promotion": "scaled partial results accumulated into a higher-precision accumulator (`acc += scale * partial`)",
     "template_specialization": "explicit template specialisation (`template <>`)",
@@ -198,6 +218,9 @@ class FileFacts(_Facts):
     docstring: str = ""
     host_assigns: dict[str, dict[str, tuple[int, str]]] = Field(
         default_factory=dict, description="host function -> local variable -> (line, last assigned expression)"
+    )
+    host_defaults: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="host function -> parameter -> default value's source (what a caller gets by not passing it)"
     )
     module_calls: list[CallSite] = Field(
         default_factory=list, description="calls at module or class level, outside functions (library handles made at import)"

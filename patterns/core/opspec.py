@@ -84,3 +84,7 @@ class OpSpec:
     sensitive_inputs: tuple[str, ...] = ()
     # declared resource limits a candidate must respect (e.g. max num_warps, block sizes)
     resource_limits: dict[str, int] = field(default_factory=dict)
+    # wall-clock limits of the gate (`patterns validate --timeout` overrides the first):
+    # the whole validation, and any one import, call or timed shape of an implementation
+    timeout_s: float = 900.0
+    call_timeout_s: float = 180.0

@@ -123,6 +123,11 @@ def _hit(calls: list[CallSite], what: str, min_count: int = 1) -> Verdict:
 
 def readable(patterns: list[str]) -> str:
     """Regular expressions of a condition as a reader would say them: `(.*\\.)?(exp|exp2)` -> exp/exp2."""
+    return _readable(tuple(patterns))
+
+
+@lru_cache(maxsize=4096)
+def _readable(patterns: tuple[str, ...]) -> str:
     out: list[str] = []
     for p in patterns:
         p = p.replace("(?i)", "")
@@ -159,7 +164,24 @@ def _kernel(s: Subject) -> KernelFacts:
 
 
 def _matches_any(value: str, patterns: list[str]) -> bool:
-    return any(p.fullmatch(value) for p in _compiled(tuple(patterns)))
+    return _combined(tuple(patterns)).fullmatch(value) is not None
+
+
+@lru_cache(maxsize=None)
+def _combined(patterns: tuple[str, ...]) -> re.Pattern:
+    """One alternation for a list of patterns: a single regex pass per value (a leading (?i) kept scoped)."""
+    parts = [f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in patterns]
+    try:
+        return re.compile("|".join(parts))
+    except re.error:  # a pattern with flags elsewhere: match them one by one
+        compiled = _compiled(patterns)
+
+        class _Any:
+            @staticmethod
+            def fullmatch(value: str):
+                return next((m for p in compiled if (m := p.fullmatch(value))), None)
+
+        return _Any()  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=None)
@@ -462,10 +484,11 @@ def autotuned(s: Subject, *, min_configs: int = 1, keyed: bool | None = None) ->
 
 
 @predicate()
-def heuristics(s: Subject, *, names: list[str] | None = None) -> Verdict:
-    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions)."""
+def heuristics(s: Subject, *, names: list[str] | None = None, values: list[str] | None = None) -> Verdict:
+    """Kernel has @triton.heuristics (deriving the given constexprs, regular expressions; `values`: whose derivation contains a match, e.g. `is not None`)."""
     k = _kernel(s)
-    keys = [h for h in k.heuristics if names is None or _matches_any(h, names)]
+    keys = [h for h, text in k.heuristics.items() if (names is None or _matches_any(h, names))
+            and (values is None or any(p.search(text) for p in _compiled(tuple(values))))]
     return Verdict(ok=bool(keys), lines=[k.line] if keys else [], reasons=[f"@triton.heuristics for {', '.join(keys)}" if keys else "no matching @triton.heuristics"])
 
 
@@ -1086,3 +1109,849 @@ def modulo_indexed_load(s: Subject) -> Verdict:
         if any(m.isdigit() or m not in k.pid_deps for m in moduli):
             hits.append(c)
     return _hit(hits, "tl.load indexed modulo a program-independent size")
+
+
+# --------------------------------------------------------------------------------------
+# technique features (mined by patterns.distill.techniques; any pattern may use them)
+# --------------------------------------------------------------------------------------
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _closure(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """Names an expression derives from, through the kernel's (last) assignments."""
+    seen: set[str] = set()
+    frontier = set(_IDENT.findall(text))
+    for _ in range(depth):
+        nxt: set[str] = set()
+        for n in frontier - seen:
+            seen.add(n)
+            if n in k.assigns:
+                nxt |= set(_IDENT.findall(k.assigns[n][1]))
+        frontier = nxt
+    return seen | frontier
+
+
+@predicate()
+def calls_with_arg(s: Subject, *, name: list[str], arg: list[str], min_count: int = 1) -> Verdict:
+    """Kernel calls a function matching `name` (regular expressions) with a positional or keyword argument whose text contains a match of `arg` (regular expressions), e.g. `.to(tl.int64)`."""
+    rx = _compiled(tuple(arg))
+    hits = [c for c in _kernel(s).calls if _call_matches(c, name)
+            and any(p.search(a) for a in [*c.args, *c.kwargs.values()] for p in rx)]
+    return _hit(hits, f"call {readable(name)} with argument {readable(arg)}", min_count)
+
+
+@predicate()
+def indirect_load(s: Subject, *, index: list[str], min_count: int = 1) -> Verdict:
+    """A tl.load/tl.store whose address derives from values loaded out of an index table (a parameter matching `index`, regular expressions): a gather through block tables, token maps or sorted ids."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    # loaded variables whose own load reads the index table
+    idx_vars = {v for v in loaded if v in k.assigns and "load" in k.assigns[v][1]
+                and any(_matches_any(n, index) for n in _closure(k, k.assigns[v][1]) if k.param(n) is not None)}
+    hits = []
+    for c in k.calls_named("tl.load", "tl.store"):
+        ptr = c.args[0] if c.args else c.kwargs.get("pointer", "")
+        if ptr and _closure(k, ptr) & idx_vars:
+            hits.append(c)
+    return _hit(hits, f"load/store addressed through values read from {readable(index)}", min_count)
+
+
+@predicate()
+def kernel_named(s: Subject, *, names: list[str], docstring: bool = False) -> Verdict:
+    """The kernel's name (or, with docstring, its docstring) contains a match of one of `names` (regular expressions): what upstream calls the technique."""
+    k = _kernel(s)
+    text = k.docstring if docstring else k.name
+    m = next((p.search(text) for p in _compiled(tuple(names)) if p.search(text)), None)
+    where = "docstring" if docstring else "name"
+    if m:
+        return Verdict(ok=True, lines=[k.line], reasons=[f"kernel {where} mentions '{m.group(0)[:40]}' (line {k.line})"])
+    return Verdict(ok=False, reasons=[f"kernel {where} does not mention {readable(names)}"])
+
+
+@predicate(scope="file")
+def dispatch_table(s: Subject, *, keys: list[str] | None = None, min_entries: int = 2) -> Verdict:
+    """A module-level dict maps at least min_entries keys (their text matching `keys`, regular expressions, when given) to functions or kernels: implementations chosen by a table, not an if-chain."""
+    f = s.file
+    callables = set(f.host_functions) | {k.name for k in f.kernels} | set(f.imports)
+    for name, text in f.constants.items():
+        if not text.lstrip().startswith("{") or len(text) > 20_000:
+            continue
+        node = _parse(text)
+        if not isinstance(node, ast.Dict):
+            continue
+        pairs = []
+        for kn, vn in zip(node.keys, node.values):
+            if kn is None:
+                continue
+            target = vn.id if isinstance(vn, ast.Name) else (ast.unparse(vn).split(".")[0] if isinstance(vn, ast.Attribute) else "")
+            if target in callables and (keys is None or any(p.search(ast.unparse(kn)) for p in _compiled(tuple(keys)))):
+                pairs.append(ast.unparse(kn))
+        if len(pairs) >= min_entries:
+            return Verdict(ok=True, reasons=[f"dispatch table {name}: {len(pairs)} keys ({', '.join(pairs[:3])[:60]}) map to functions"])
+    return Verdict(ok=False, reasons=["no module-level table of functions"])
+
+# ======================================================================================
+# p14a block (issue #14: memory/layout, reductions, fusion, launch, numerics patterns).
+# Helper p14b adds its own block; keep these together to keep merges easy.
+# ======================================================================================
+
+
+def _launch_sources(s: Subject, la) -> list[tuple[int, str, str]]:
+    """(position or -1, parameter name, source text) of each launch argument; a bare name is
+    followed to its assignment in the launcher (`x = x.contiguous(); k[g](x)` gives `x.contiguous()`)."""
+    k = _kernel(s)
+    local = s.file.host_assigns.get(la.function, {})
+    names = [p.name for p in k.params]
+    out = []
+    for i, text in enumerate(la.args):
+        src = local[text][1] if text in local else text
+        out.append((i, names[i] if i < len(names) else "", f"{text} = {src}" if text in local else text))
+    for name, text in la.kwargs.items():
+        src = local[text][1] if text in local else text
+        out.append((-1, name, f"{text} = {src}" if text in local else text))
+    return out
+
+
+def _pointer_params(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """Parameters an address expression reaches, following local assignments."""
+    params = {p.name for p in k.params}
+    seen: set[str] = set()
+    todo = set(re.findall(r"[A-Za-z_]\w*", text))
+    while todo and depth >= 0:
+        depth -= 1
+        nxt: set[str] = set()
+        for n in todo - seen:
+            seen.add(n)
+            if n in k.assigns and n not in params:
+                nxt |= set(re.findall(r"[A-Za-z_]\w*", k.assigns[n][1]))
+        todo = nxt
+    return seen & params
+
+
+@predicate()
+def launch_arg_source(
+    s: Subject,
+    *,
+    patterns: list[str],
+    stored_only: bool = False,
+    constexpr: bool | None = None,
+    names: list[str] | None = None,
+    min_count: int = 1,
+) -> Verdict:
+    """A launch argument of this kernel is (or is assigned in the launcher from) an expression matching one of `patterns` (regular expressions, searched), e.g. `\\.contiguous\\(`, `\\.item\\(`, `torch\\.zeros`.
+
+    `stored_only`: the kernel only stores through the matching parameter (no load, no atomic): an output.
+    `constexpr`: the matching parameter is (or is not) a tl.constexpr. `names`: only arguments bound to parameters or launch options matching these (e.g. num_warps)."""
+    k = _kernel(s)
+    hits = []
+    for la in k.launches:
+        for _pos, name, text in _launch_sources(s, la):
+            if not _matches_search(text, patterns) or (names is not None and not _matches_any(name, names)):
+                continue
+            p = k.param(name)
+            if constexpr is not None and (p is None or p.constexpr != constexpr):
+                continue
+            if stored_only:
+                if p is None:
+                    continue
+                reads = [c for c in k.calls if (c.name == "tl.load" or c.name.startswith("tl.atomic_")) and c.args
+                         and name in _pointer_params(k, c.args[0])]
+                writes = [c for c in k.calls if c.name == "tl.store" and c.args and name in _pointer_params(k, c.args[0])]
+                if reads or not writes:
+                    continue
+                # a buffer handed to several kernels may be written in parts, the rest left to the fill
+                var = text.split(" = ", 1)[0]
+                others = [o for o in s.file.launches if o.function == la.function and o.line != la.line
+                          and var in [*o.args, *o.kwargs.values()]]
+                if others:
+                    continue
+            hits.append((la.line, name or "?", text))
+    if len(hits) >= min_count:
+        line, name, text = hits[0]
+        shown = " ".join(text.split())
+        shown = shown if len(shown) <= 60 else shown[:58] + "…"
+        return Verdict(ok=True, lines=sorted({h[0] for h in hits}), reasons=[f"launch passes {name} as `{shown}` (line {line})"])
+    return Verdict(ok=False, reasons=["no launch argument made by " + readable(patterns)])
+
+
+def _matches_search(value: str, patterns: list[str]) -> bool:
+    return any(re.search(p, value) for p in patterns)
+
+
+_REDUCTIONS = ("tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.xor_sum")
+
+
+@predicate()
+def atomic_value(s: Subject, *, reduced: bool, scalar_address: bool = True) -> Verdict:
+    """An atomic whose value is (reduced) or is not a block reduction (tl.sum, tl.max, ...) of the program's data; scalar_address: its address has no tl.arange lanes, so every lane of a block value hits one address."""
+    k = _kernel(s)
+    lanes = {v for v, o in k.origins.items() if o == "tl.arange"}
+    hits = []
+    for c in k.calls:
+        if not c.name.startswith("tl.atomic_") or c.name == "tl.atomic_cas" or len(c.args) < 2:
+            continue
+        # lanes that add nothing (`o * 0`, tl.zeros_like(o)) are the usual way to give a block value one address
+        addr = re.sub(r"\b\w+\s*\*\s*0\b|\btl\.zeros(_like)?\([^()]*\)|\bl?\w*\s*\*\s*0\b", "0", c.args[0])
+        def has_lanes(text: str) -> bool:
+            reach = _expand_names(k, text, depth=6)
+            return "tl.arange" in text or bool(reach & lanes) or any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
+        addr_lanes = has_lanes(addr)
+        if scalar_address and addr_lanes:
+            continue
+        value = c.args[1]
+        names = _expand_names(k, value, stop_at_reduction=True)
+        is_reduced = any(r + "(" in value for r in _REDUCTIONS) or any(k.origins.get(n) in _REDUCTIONS for n in names)
+        if not is_reduced and not has_lanes(value):
+            continue  # a scalar (a count of 1, a flag): nothing to reduce
+        if is_reduced == reduced:
+            hits.append(c)
+    what = "atomic of a block reduction" if reduced else "atomic of an unreduced block"
+    return _hit(hits, what + (" to one address" if scalar_address else ""))
+
+
+def _expand_names(k: KernelFacts, text: str, depth: int = 4, stop_at_reduction: bool = False) -> set[str]:
+    """Local names an expression reaches through assignments (a reduction's result stops the walk when asked)."""
+    seen: set[str] = set()
+    todo = set(re.findall(r"[A-Za-z_]\w*", text))
+    while todo and depth >= 0:
+        depth -= 1
+        nxt: set[str] = set()
+        for n in todo - seen:
+            seen.add(n)
+            if n in k.assigns and not (stop_at_reduction and k.origins.get(n) in _REDUCTIONS):
+                nxt |= set(re.findall(r"[A-Za-z_]\w*", k.assigns[n][1]))
+        todo = nxt
+    return seen
+
+
+@predicate()
+def scalar_param_load(s: Subject) -> Verdict:
+    """The kernel loads a single value through a pointer parameter with no offset (`tl.load(scale_ptr)`): a per-launch scalar kept on the device."""
+    k = _kernel(s)
+    params = {p.name for p in k.params if not p.constexpr}
+    hits = [c for c in k.calls_named("tl.load") if c.args and c.args[0].strip() in params and not c.kwargs.get("mask")]
+    return _hit(hits, "scalar loaded from a pointer parameter")
+
+
+_LOW_FLOAT = ["tl.float16", "tl.bfloat16", "tl.float8e4nv", "tl.float8e5", r".*\.dtype\.element_ty", r".*\.dtype"]
+
+
+@predicate()
+def accumulator_dtype(s: Subject, *, dtypes: list[str]) -> Verdict:
+    """A loop accumulates into a value made by tl.zeros/tl.full (or a tl.dot with out_dtype) whose dtype matches `dtypes` (regular expressions over the dtype as written: tl.float32, tl.float16, x.dtype.element_ty)."""
+    k = _kernel(s)
+    in_loops = {v for lp in k.loops for v in lp.assigned}
+    hits = []
+    for c in k.calls:
+        if c.in_loop:
+            if c.name == "tl.dot" and "out_dtype" in c.kwargs and _matches_any(c.kwargs["out_dtype"], dtypes):
+                hits.append(c)
+            continue
+        if c.name not in ("tl.zeros", "tl.full"):
+            continue
+        dt = c.kwargs.get("dtype") or (c.args[-1] if len(c.args) >= (3 if c.name == "tl.full" else 2) else "")
+        if not dt or not _matches_any(dt.strip(), dtypes):
+            continue
+        made = [v for v, o in k.origins.items() if o == c.name and v in in_loops]
+        made = [v for v in made if v in k.accumulates or re.search(rf"\b{re.escape(v)}\b", k.assigns.get(v, (0, ""))[1])]
+        if made:
+            hits.append(c)
+    return _hit(hits, f"accumulator of dtype {readable(dtypes)}")
+
+
+@predicate()
+def residual_add_stored(s: Subject) -> Verdict:
+    """The kernel adds two loaded values, stores the sum and reduces it (`h = x + r; store(h); sum(h * h)`): a residual add fused into a normalisation."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    sums = set()
+    for v, (_, text) in k.assigns.items():
+        node = _parse(text)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            sides = [node.left, node.right]
+            ok = all((isinstance(x, ast.Name) and x.id in loaded) or "load(" in ast.unparse(x) for x in sides)
+            if ok:
+                sums.add(v)
+    for var, exprs in k.accumulates.items():  # x += r where both are loaded
+        if var in loaded and any(e.startswith("add:") and (e[4:].strip() in loaded or "load(" in e) for e in exprs):
+            sums.add(var)
+    if not sums:
+        return Verdict(ok=False, reasons=["no sum of two loaded values"])
+    stored = [c for c in k.calls_named("tl.store") if len(c.args) > 1 and set(_expand_names(k, c.args[1], 1)) & sums]
+    reduced = [c for c in k.calls if c.name in _REDUCTIONS and set(c.depends_on) & sums]
+    if stored and reduced:
+        return Verdict(ok=True, lines=[stored[0].line, reduced[0].line],
+                       reasons=[f"{'/'.join(sorted(sums))} (a sum of two loads) is stored (line {stored[0].line}) and reduced (line {reduced[0].line})"])
+    return Verdict(ok=False, reasons=["the sum of two loads is not both stored and reduced"])
+
+
+_EXP = [r"(.*[._])?(exp|exp2|expf|fast_expf|exp2f)"]
+
+
+def _shift_of(k: KernelFacts, arg: str, depth: int = 2) -> bool:
+    """An exponent `x - m` whose subtrahend is a max: from tl.max/tl.maximum, or named like one
+    (a bare name is followed to its assignment: `d = x - m; exp(d)`)."""
+    node = _parse(arg)
+    if node is None:
+        return False
+    if isinstance(node, ast.Name) and node.id in k.assigns and depth > 0:
+        return _shift_of(k, k.assigns[node.id][1], depth - 1)
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Sub):
+            right = ast.unparse(sub.right)
+            if re.search(r"\btl\.(max|maximum)\(", right):
+                return True
+            for n in re.findall(r"[A-Za-z_]\w*", right):
+                if k.origins.get(n) in ("tl.max", "tl.maximum", "tl.reduce") or re.fullmatch(r"(?i)(b_)?(m|mx|max\w*|\w*_max|m_\w+|lse\w*|\w*lse)", n):
+                    return True
+    return False
+
+
+def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
+    """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
+    made = [v for v, (ln, _) in k.assigns.items() if ln == line]
+    texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    for v in made:
+        of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
+        sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
+        sums |= {w for w, exprs in k.accumulates.items() if any(re.search(of_v, e) for e in exprs)}
+        for t in texts:
+            for d in [of_v, *(rf"\b{re.escape(w)}\b" for w in sums)]:
+                if re.search(rf"/\s*\(?\s*{d}", t) or re.search(rf"log2?\(\s*{d}", t):
+                    return True
+    return False
+
+
+@predicate()
+def exp_shift(s: Subject, *, shifted: bool, of_loaded: bool = True, normalised: bool = False) -> Verdict:
+    """exp/exp2 calls whose exponent is (shifted) or is not `x - max`; of_loaded: only exponents of values the kernel loads; normalised: only exps divided by (or logged through) their own tl.sum, as in a softmax."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = []
+    for c in k.calls:
+        if not _call_matches(c, _EXP) or not c.args:
+            continue
+        if of_loaded and not (set(c.depends_on) & loaded or "load(" in c.args[0]):
+            continue
+        if normalised and not _normalised_by_sum(k, c.line):
+            continue
+        if _shift_of(k, c.args[0]) == shifted:
+            hits.append(c)
+    return _hit(hits, "exp of x - max" if shifted else "exp of an unshifted value")
+
+
+def _reduce_axis(c: CallSite) -> str:
+    axis = c.kwargs.get("axis", c.args[1] if len(c.args) > 1 else "None")
+    return axis.strip()
+
+
+@predicate()
+def rows_per_program(s: Subject, *, block_param: list[str]) -> Verdict:
+    """Each program takes a [rows, cols] tile of rows (a program_id scaled by a row-block constexpr matching `block_param`) and reduces along the columns (axis 1 / -1), with no tl.dot: several short rows per program."""
+    k = _kernel(s)
+    if k.calls_named("tl.dot", "tl.dot_scaled"):
+        return Verdict(ok=False, reasons=["a tl.dot kernel tiles rows for the MMA, not for short rows"])
+    tiles = tiles_axis_by_program(s, block_param=block_param)
+    if not tiles.ok:
+        return tiles
+    reds = [c for c in k.calls if c.name in _REDUCTIONS and _reduce_axis(c) in ("1", "-1")]
+    if not reds:
+        return Verdict(ok=False, reasons=["no reduction along axis 1 of a row tile"])
+    return Verdict(ok=True, lines=[*tiles.lines, reds[0].line], reasons=[*tiles.reasons, f"reduces rows along axis 1 (line {reds[0].line})"])
+
+
+# lengths that change from call to call (tokens, rows, batch), not model dimensions (heads, head dim, hidden)
+_SIZE_NAMES = [r"(?i)(t|s|l|m|b|nt|bs|seq_?lens?|seqlen\w*|max_seq\w*|\w*_len|num_tokens|n_tokens|tokens|total_\w+|n_rows|rows|num_rows"
+               r"|batch\w*|numel|n_elements?|num_elements|n_ctx|n_cols_varying)"]
+_SHAPE_CALLS = ("tl.arange", "tl.zeros", "tl.full", "tl.reshape", "tl.static_range", "tl.make_block_ptr", "tl.view",
+                "tl.broadcast_to", "tl.expand_dims", "tl.split", "tl.join", "tl.permute", "tl.trans", "tl.static_assert")
+
+
+def bound_only_constexprs(k: KernelFacts, names: list[str] = _SIZE_NAMES) -> list[tuple[str, int]]:  # noqa: B006
+    """(name, line) of tl.constexpr parameters used as loop bounds or mask limits and never as a block shape."""
+    hits = []
+    for p in k.params:
+        if not p.constexpr or not _matches_any(p.name, names) or p.name in k.heuristics:
+            continue
+        pat = re.compile(rf"\b{re.escape(p.name)}\b")
+        if any(pat.search(x) for x in k.heuristics.values()):
+            continue
+        shaped = [c for c in k.calls if c.name in _SHAPE_CALLS and any(pat.search(a) for a in [*c.args, *c.kwargs.values()])]
+        shaped += [c for c in k.calls if c.name.endswith((".reshape", ".view")) and any(pat.search(a) for a in c.args)]
+        if shaped or any(pat.search(lp.iter) for lp in k.loops if lp.kind == "tl.static_range"):
+            continue
+        # a size used in `if N > ...:` or `[None, :N]` slices cannot be told apart here: only loop bounds and masks count
+        bounds = [lp for lp in k.loops if lp.kind in ("range", "tl.range") and pat.search(lp.iter)]
+        masks = [c for c in k.calls if c.name in ("tl.load", "tl.store") and pat.search(c.kwargs.get("mask", ""))]
+        if bounds or masks:
+            hits.append((p.name, bounds[0].line if bounds else masks[0].line))
+    return hits
+
+
+@predicate()
+def constexpr_only_bounds(s: Subject, *, names: list[str] = _SIZE_NAMES) -> Verdict:  # noqa: B006
+    """A tl.constexpr parameter (matching `names`) used only as a loop bound or in comparisons and arithmetic, never as a block shape (tl.arange, tl.zeros, tl.full, static_range, reshape): a size that recompiles the kernel for every value and need not."""
+    hits = bound_only_constexprs(_kernel(s), names)
+    if hits:
+        name, line = hits[0]
+        return Verdict(ok=True, lines=[ln for _, ln in hits], reasons=[f"constexpr {name} is only a loop bound or mask limit (line {line}): one compile per value"])
+    return Verdict(ok=False, reasons=["no constexpr used only as a bound"])
+
+
+@predicate()
+def serial_prefix_loop(s: Subject) -> Verdict:
+    """A loop walks one element per iteration (no tl.arange block in it), adds each loaded value to a running total and stores the total every iteration: a prefix sum done serially."""
+    k = _kernel(s)
+    for lp in k.loops:
+        if lp.kind == "tl.static_range":
+            continue
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(c.name == "tl.arange" for c in inside):
+            continue
+        block = {v for v, o in k.origins.items() if o == "tl.arange"}
+        if any(c.name == "tl.load" and c.args and (_expand_names(k, c.args[0], 6) & block or "tl.arange" in c.args[0]) for c in inside):
+            continue  # vector loads: each iteration already works on a block (a row loop)
+        for var in lp.assigned:
+            if var == lp.target:
+                continue
+            adds = [e for e in k.accumulates.get(var, []) if e.startswith("add:")]
+            expr = k.assigns.get(var, (0, ""))[1]
+            v = re.escape(var)
+            self_add = bool(re.search(rf"\b{v}\s*\+|\+\s*{v}\b", expr))
+            scaled = re.search(rf"\*\s*{v}\b|\b{v}\s*\*", expr) or "multiply" in {e.partition(":")[0] for e in k.accumulates.get(var, [])}
+            if not (adds or self_add) or scaled:
+                continue  # a decayed state (h = a * h + x) is a recurrence, not a prefix sum
+            # the running total itself is stored, not something computed from it
+            stores = [c for c in inside if c.name == "tl.store" and len(c.args) > 1
+                      and re.fullmatch(rf"{v}(\.to\(.*\))?", c.args[1].strip())]
+            loads = [c for c in inside if c.name == "tl.load"]
+            if stores and loads and not (set(stores[0].depends_on) & block and "arange" in stores[0].args[0]):
+                return Verdict(ok=True, lines=[lp.line, stores[0].line],
+                               reasons=[f"loop at line {lp.line} adds one element to {var} and stores it each iteration (line {stores[0].line})"])
+    return Verdict(ok=False, reasons=["no loop storing a running total element by element"])
+
+
+@predicate()
+def softplus_form(s: Subject, *, guarded: bool) -> Verdict:
+    """log(1 + exp(x)) written inline, (guarded) inside a tl.where / clamp that returns x for large x, or (not guarded) bare: exp(x) overflows for x > 88 in fp32."""
+    k = _kernel(s)
+    hits = []
+    texts = [(line, t) for line, t in k.assigns.values()] + [(c.line, a) for c in k.calls_named("tl.store") for a in c.args]
+    seen_lines = set()
+    for line, text in texts:
+        if line in seen_lines:
+            continue
+        norm = text.replace(" ", "")
+        # log(1 + exp(x)), log(exp(x) + 1), log1p(exp(x)), log2(1 + exp2(x))
+        m_ = re.search(r"log(1p|2)?\((1(\.0?)?\+)?(tl\.(math\.)?)?exp2?\(", norm)
+        if not m_:
+            continue
+        is_guarded = "where(" in norm or "minimum(" in norm or "maximum(" in norm
+        if is_guarded == guarded:
+            seen_lines.add(line)
+            hits.append(line)
+    if hits:
+        return Verdict(ok=True, lines=sorted(hits), reasons=[("guarded" if guarded else "unguarded") + f" softplus log(1 + exp(x)) (line {hits[0]})"])
+    return Verdict(ok=False, reasons=["no " + ("guarded" if guarded else "unguarded") + " log(1 + exp(x))"])
+
+
+@predicate()
+def short_constant_loop(s: Subject, *, max_trip: int = 16) -> Verdict:
+    """A `range` loop whose bounds are literals or tl.constexpr parameters (at most max_trip iterations when literal): it could be unrolled with tl.static_range."""
+    k = _kernel(s)
+    consts = set(k.constexprs) | {n for n in s.file.constants}
+    hits = []
+    for lp in k.loops:
+        if lp.kind not in ("range",) or not lp.args:
+            continue
+        names = set(re.findall(r"[A-Za-z_]\w*", " ".join(lp.args)))
+        if names - consts:
+            continue
+        try:
+            values = [int(eval(a, {"__builtins__": {}}, {})) for a in lp.args]  # noqa: S307 - literals only
+        except Exception:
+            values = None
+        if values is not None:
+            start, stop, step = (0, values[0], 1) if len(values) == 1 else (values[0], values[1], values[2] if len(values) > 2 else 1)
+            if step <= 0 or (stop - start) // step > max_trip:
+                continue
+        hits.append(lp)
+    if hits:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` has compile-time bounds (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no range loop with compile-time bounds"])
+
+
+@predicate()
+def masked_loop_loads(s: Subject) -> Verdict:
+    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile)."""
+    k = _kernel(s)
+    hits = []
+    for lp in k.loops:
+        if lp.kind == "tl.static_range":
+            continue
+        for c in k.calls:
+            if c.name != "tl.load" or c.via or not c.loops or c.loops[-1] != lp.line:
+                continue
+            mask = c.kwargs.get("mask", c.args[1] if len(c.args) > 1 else "")
+            if mask and lp.target and lp.target in _expand_names(k, mask, 2):
+                hits.append(c)
+    return _hit(hits, "masked tl.load whose mask moves with the loop index")
+
+
+@predicate()
+def indirect_offset_load(s: Subject) -> Verdict:
+    """A block load whose address adds a value the kernel loaded (a start offset, a page index, a token id): the compiler cannot prove its alignment."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = []
+    for c in k.calls_named("tl.load", "tl.store"):
+        if not c.args or c.via:
+            continue
+        names = _expand_names(k, c.args[0], 3)
+        if names & loaded and ("tl.arange" in c.args[0] or any(k.origins.get(n) == "tl.arange" for n in names)):
+            hits.append(c)
+    return _hit(hits, "block access at an offset loaded from memory")
+
+
+@predicate()
+def casts_loads(s: Subject, *, to: list[str] = ["tl.float32"]) -> Verdict:  # noqa: B006
+    """The kernel casts values it loads to `to` (`tl.load(p).to(tl.float32)`): it reads the stored dtype and converts in registers."""
+    k = _kernel(s)
+    loaded = set(k.loaded)
+    hits = []
+    for v, (line, text) in k.assigns.items():
+        m_ = re.search(r"\.to\(\s*([\w.]+)", text)
+        if m_ and m_.group(1) in to and ("load(" in text or v in loaded):
+            hits.append(line)
+    if hits:
+        return Verdict(ok=True, lines=sorted(hits), reasons=[f"loads cast to {'/'.join(to)} in the kernel (line {min(hits)})"])
+    return Verdict(ok=False, reasons=["no load cast in the kernel"])
+
+@predicate()
+def runtime_loop_bound(s: Subject) -> Verdict:
+    """A range loop's bound is a runtime (non-constexpr) parameter of the kernel: one compiled kernel serves every length."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    hits = [lp for lp in k.loops if lp.kind in ("range", "tl.range", "while")
+            and set(re.findall(r"[A-Za-z_]\w*", " ".join(lp.args[:2]) or lp.iter)) & runtime]
+    if hits:
+        return Verdict(ok=True, lines=[lp.line for lp in hits], reasons=[f"loop `{hits[0].iter}` runs to a runtime length (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no loop bounded by a runtime parameter"])
+
+@predicate()
+def optional_operand_flag(s: Subject) -> Verdict:
+    """A tl.constexpr flag set from whether an operand is given (`HAS_BIAS=bias is not None` at the launch, or in @triton.heuristics): the kernel is compiled with and without the operand."""
+    k = _kernel(s)
+    none_test = re.compile(r"\bis\s+(not\s+)?None\b")
+    for name, text in k.heuristics.items():
+        if none_test.search(text):
+            return Verdict(ok=True, lines=[k.line], reasons=[f"@triton.heuristics sets {name} from `{' '.join(text.split())[:50]}`"])
+    constexprs = set(k.constexprs)
+    for la in k.launches:
+        for _pos, name, text in _launch_sources(s, la):
+            if name in constexprs and none_test.search(text):
+                return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
+    return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
+
+# ======================================================================================
+# end of the p14a block
+# ======================================================================================
+
+# --------------------------------------------------------------------------------------
+# p14b (issue #14): attention, linear attention, quantization, MoE. Structural
+# readings of index arithmetic: which address derives from which load, which
+# loop bound follows the query tile, which value is unpacked or scaled.
+# --------------------------------------------------------------------------------------
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _reach(k: KernelFacts, text: str, depth: int = 6) -> set[str]:
+    """Names an expression reads, followed through the kernel's assignments (last assignment of each name)."""
+    seen: set[str] = set()
+    frontier = set(_NAME.findall(text))
+    for _ in range(depth):
+        new = set()
+        for n in frontier - seen:
+            seen.add(n)
+            if n in k.assigns:
+                new |= set(_NAME.findall(k.assigns[n][1]))
+        frontier = new
+    return seen | frontier
+
+
+def _expanded(k: KernelFacts, text: str, depth: int = 3) -> str:
+    """The expression with assigned names replaced by their (last) values, for reading its form."""
+    for _ in range(depth):
+        text = _NAME.sub(lambda mo: f"({k.assigns[mo.group(0)][1]})" if mo.group(0) in k.assigns and "program_id" not in k.assigns[mo.group(0)][1] else mo.group(0), text)
+    return text
+
+
+def _dot_loops(k: KernelFacts) -> list:
+    return [lp for lp in k.loops if any(lp.line in c.loops and _called(c, ("tl.dot",)) for c in k.calls)]
+
+
+def _loop_end(lp) -> str:
+    return lp.args[1] if len(lp.args) >= 2 else (lp.args[0] if lp.args else "")
+
+
+@predicate()
+def causal_loop_bound(s: Subject) -> Verdict:
+    """A tl.dot loop over key tiles whose end follows the query tile (`(i_m + 1) * BM`, `i_m * BM + BM`, `i_t * BT`): tiles past the diagonal are never visited."""
+    k = _kernel(s)
+    pid = {v for v, axes in k.pid_deps.items() if axes and v in k.assigns and "load" not in k.assigns[v][1]}
+    for lp in _dot_loops(k):
+        end = _expanded(k, _loop_end(lp))
+        for mo in re.finditer(r"\(\s*(\w+)\s*\+\s*1\s*\)\s*\*\s*(\w+)|\b(\w+)\s*\*\s*(\w+)\s*\+\s*(\w+)|\b(\w+)\s*\*\s*(\w+)", end):
+            x, c = (mo.group(1), mo.group(2)) if mo.group(1) else ((mo.group(3), mo.group(4)) if mo.group(3) else (mo.group(6), mo.group(7)))
+            if mo.group(3) and mo.group(5) != c:
+                continue
+            if x in pid and c in k.constexprs:
+                return Verdict(ok=True, lines=[lp.line], reasons=[f"key loop at line {lp.line} ends at the query tile: `{lp.iter}`"])
+    return Verdict(ok=False, reasons=["no tl.dot loop bounded by the query tile"])
+
+
+@predicate()
+def causal_mask(s: Subject) -> Verdict:
+    """Inside a tl.dot loop, a mask compares a program-dependent row offset with a loop-dependent column offset (`o_m[:, None] >= o_n[None, :]`): a causal (triangular) mask."""
+    k = _kernel(s)
+    rx = re.compile(r"(\w+)\s*\[\s*:\s*,\s*None\s*\]\s*(>=|>|<=|<)\s*\(?\s*([\w\s+]+?)\s*\)?\s*\[\s*None\s*,\s*:\s*\]")
+    for lp in _dot_loops(k):
+        texts = [(c.line, a) for c in k.calls if lp.line in c.loops and c.name == "tl.where" for a in c.args[:1]]
+        texts += [(line, e) for v, (line, e) in k.assigns.items() if lp.line <= line <= lp.end_line]
+        for line, text in texts:
+            for mo in rx.finditer(text):
+                row, col = mo.group(1), mo.group(3)
+                col_names = set(_NAME.findall(col))
+                if k.pid_deps.get(row) and row not in lp.assigned and col_names & set(lp.assigned):
+                    return Verdict(ok=True, lines=[line], reasons=[f"causal mask `{mo.group(0)}` in the loop at line {lp.line} (line {line})"])
+    return Verdict(ok=False, reasons=["no row-versus-column mask in a tl.dot loop"])
+
+
+def _raw_pair_loads(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
+    """(first, second, base, index) for loads `P + i` and `P + i + 1` of one pointer: CSR row bounds, (seq, chunk) pairs."""
+    loads = [c for c in k.calls if c.name == "tl.load" and c.args]
+    norm = {id(c): " ".join(c.args[0].split()) for c in loads}
+    out = []
+    for a in loads:
+        mo = re.fullmatch(r"\(?\s*(\w+)\s*\+\s*(.+?)\s*\)?", norm[id(a)])
+        if not mo:
+            continue
+        base, idx = mo.group(1), mo.group(2)
+        if base not in {p.name for p in k.params}:
+            continue
+        for b in loads:
+            t = norm[id(b)]
+            if b is not a and t.replace(" ", "") in (f"{base}+{idx}+1".replace(" ", ""), f"{base}+({idx}+1)".replace(" ", "")):
+                out.append((a, b, base, idx))
+    return out
+
+
+def _segment_pairs(k: KernelFacts) -> list[tuple[CallSite, CallSite, str, str]]:
+    """The pair loads that are one segment's bounds."""
+    out = _raw_pair_loads(k)
+    # bounds of one segment: a scalar index (no tl.arange behind it), and the two values used
+    # together (eos - bos, range(bos, eos), a mask against both), not two neighbours of a vector
+    keep = []
+    for a, b, base, idx in out:
+        if any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in _reach(k, idx)) or "tl.arange" in idx:
+            continue
+        names = [next((v for v, (line, e) in k.assigns.items() if line == c.line and f"{base} +" in e.replace("(", "") and
+                       " ".join(e.split()).find(" ".join(c.args[0].split())) >= 0), None) for c in (a, b)]
+        if None in names or names[0] == names[1]:
+            keep.append((a, b, base, idx))  # reassigned on another branch (`else: bos = i_n * T`): the scalar index decides
+            continue
+        texts = [e for v, (line, e) in k.assigns.items() if line not in (a.line, b.line)]
+        texts += [lp.iter for lp in k.loops] + [x for c in k.calls if c.line not in (a.line, b.line) for x in c.args]
+        if any({names[0], names[1]} <= _reach(k, t) for t in texts):
+            keep.append((a, b, base, idx))
+    return keep
+
+
+@predicate()
+def offset_pair_load(s: Subject, *, index_addresses_dot_operand: bool | None = None) -> Verdict:
+    """Loads `P[i]` and `P[i + 1]` of one pointer parameter (segment bounds from an offsets table: cu_seqlens, expert offsets).
+
+    index_addresses_dot_operand: the segment index itself (not only the bounds) addresses an operand loaded in a tl.dot loop, as a group's weight in a grouped GEMM."""
+    k = _kernel(s)
+    pairs = _segment_pairs(k)
+    if index_addresses_dot_operand is not None:
+        loops = {lp.line for lp in _dot_loops(k)}
+        keep = []
+        for a, b, base, idx in pairs:
+            names = set(_NAME.findall(idx))
+            # and values read through the same index (`w_index = tl.load(weight_indices + pid_s)`)
+            names |= {v for v, (_, e) in k.assigns.items() if "tl.load" in e and set(_NAME.findall(e)) & names and base not in _NAME.findall(e)}
+            params = {p.name for p in k.params}
+
+            def group_base(text: str) -> bool:
+                """`w + g * stride + ...`: the index picks a pointer parameter's slab (a group's weight)."""
+                text = k.assigns[text.strip()][1] if text.strip() in k.assigns else text  # p_w = w + g * N * K; tl.load(p_w)
+                flat = text.replace("(", " ").replace(")", " ")
+                return any(mo.group(1) in params and mo.group(2) in names
+                           for mo in re.finditer(r"\b(\w+)\s*\+\s*(\w+)(?:\.to\s*tl\.int64\s*)?\s*\*", flat))
+
+            used = any(c.name == "tl.load" and c.args and set(c.loops) & loops and group_base(c.args[0]) for c in k.calls)
+            if used == index_addresses_dot_operand:
+                keep.append((a, b, base, idx))
+        pairs = keep
+    if pairs:
+        a, b, base, idx = pairs[0]
+        return Verdict(ok=True, lines=[a.line, b.line], reasons=[f"segment bounds {base}[{idx}] and {base}[{idx} + 1] (line {a.line})"])
+    return Verdict(ok=False, reasons=["no load of P[i] and P[i + 1] from an offsets table"])
+
+
+@predicate()
+def gathered_access(
+    s: Subject,
+    *,
+    op: Literal["load", "store"] = "load",
+    in_loop: bool | None = None,
+    index_loaded_in_loop: bool | None = None,
+    vector_index: bool | None = None,
+    computed_value: bool | None = None,
+) -> Verdict:
+    """A load or store whose address derives from a value the kernel loaded from another pointer (a page table, slot mapping, sorted token ids): an indexed gather or scatter.
+
+    index_loaded_in_loop: the index is loaded in the same loop as the access (per tile) or outside it;
+    vector_index: the index is a vector (its own address uses tl.arange), not one scalar per program;
+    computed_value (stores): the stored value is computed in the kernel (arithmetic or math on loads), not a copy."""
+    k = _kernel(s)
+    index_loads = {}
+    for c in k.calls:
+        if c.name == "tl.load" and c.args and not c.via:
+            for v, (line, e) in k.assigns.items():
+                if line == c.line and "tl.load" in e:
+                    index_loads.setdefault(v, c)
+    # values read from a segment or chunk table (cu_seqlens, chunk_indices) locate a whole segment, not one gathered row
+    pair_lines = {x.line for a, b, _, _ in _raw_pair_loads(k) for x in (a, b)}
+    index_loads = {v: c for v, c in index_loads.items() if c.line not in pair_lines}
+    hits = []
+    for c in k.calls:
+        if c.name != f"tl.{op}" or not c.args or c.via:
+            continue
+        if in_loop is not None and c.in_loop != in_loop:
+            continue
+        if computed_value is not None and op == "store":
+            value = c.args[1] if len(c.args) > 1 else c.kwargs.get("value", "")
+            value = k.assigns[value.strip()][1] if value.strip() in k.assigns else value
+            value = re.sub(r"\.to\([^()]*(\([^()]*\))?[^()]*\)", "", value)
+            if bool(re.search(r"\w\s*[-+*/]\s*\w|tl\.(exp2?|log2?|sqrt|rsqrt|sigmoid|fma|dot|sum|max)\b", value)) != computed_value:
+                continue
+        names = _reach(k, c.args[0])
+        if "tl.arange" not in c.args[0] and not any("tl.arange" in k.assigns.get(n, (0, ""))[1] or k.origins.get(n) == "tl.arange" for n in names):
+            continue  # a scalar lookup (a table read through another table), not a tile gathered through one
+        for v in sorted(names & set(index_loads)):
+            src = index_loads[v]
+            if src is c or src.args[0] == c.args[0]:
+                continue
+            if index_loaded_in_loop is not None and c.loops and (c.loops[-1] in src.loops) != index_loaded_in_loop:
+                continue
+            if vector_index is not None:
+                aranged = any("tl.arange" in k.assigns.get(n, (0, ""))[1] for n in _reach(k, src.args[0])) or "tl.arange" in src.args[0]
+                if aranged != vector_index:
+                    continue
+            hits.append((c, v, src))
+            break
+    if hits:
+        c, v, src = hits[0]
+        return Verdict(ok=True, lines=[src.line, c.line], reasons=[f"tl.{op} at line {c.line} addressed through {v} = `{_code(src, 40)}` (line {src.line})"])
+    return Verdict(ok=False, reasons=[f"no tl.{op} addressed through a loaded index"])
+
+
+@predicate()
+def nibble_unpack(s: Subject, *, in_dot_loop: bool | None = None) -> Verdict:
+    """Packed sub-byte values unpacked from a loaded word with a shift and a mask (`(w >> s) & 0xF`), optionally inside a tl.dot loop (dequantized on the fly)."""
+    k = _kernel(s)
+    rx = re.compile(r">>.*&\s*(0x0?[fF]|15|0x[fF]{2}|255|0x3|3)\b|&\s*(0x0?[fF]|15)\b.*>>")
+    loops = {lp.line: lp for lp in _dot_loops(k)}
+    for v, (line, e) in k.assigns.items():
+        if not rx.search(e) or not (_reach(k, e) & set(k.loaded) or "tl.load" in e):
+            continue
+        inside = any(lp.line <= line <= lp.end_line for lp in loops.values())
+        if in_dot_loop is not None and inside != in_dot_loop:
+            continue
+        return Verdict(ok=True, lines=[line], reasons=[f"unpacks {v} = `{' '.join(e.split())[:50]}` (line {line})"])
+    # the unpacked value reassigned later (`b = (b >> s) & 0xF; b = (b - z) * scale`): the nibble
+    # shift table `(o_k % 2) * 4` (or % 8) that a tl.dot in a loop depends on
+    shifters = {v: line for v, (line, e) in k.assigns.items() if re.fullmatch(r"\(?\s*[\w\[\]:, ]+%\s*(2|8)\s*\)?\s*\*\s*4", e.strip())}
+    for c in k.calls:
+        if in_dot_loop is not False and c.name == "tl.dot" and c.loops and set(c.depends_on) & set(shifters):
+            v = sorted(set(c.depends_on) & set(shifters))[0]
+            return Verdict(ok=True, lines=[shifters[v], c.line], reasons=[f"tl.dot at line {c.line} uses nibbles shifted by {v} = `{k.assigns[v][1]}` (line {shifters[v]})"])
+    return Verdict(ok=False, reasons=["no shift-and-mask unpacking of a loaded word" + (" in a tl.dot loop" if in_dot_loop else "")])
+
+
+@predicate()
+def group_absmax_scale(s: Subject) -> Verdict:
+    """A scale is computed from the block's own absmax (`tl.max(tl.abs(x))`) and stored with a plain store, beside values divided (or multiplied) by it: one scale per block, from the registers it quantizes."""
+    k = _kernel(s)
+    if any(c.name.startswith("tl.atomic_") for c in k.calls):
+        return Verdict(ok=False, reasons=["the absmax is combined across programs with atomics"])
+    amax = {v for v, (_, e) in k.assigns.items() if re.search(r"tl\.max\(\s*tl\.abs\(", e) or re.search(r"tl\.max\(\s*tl\.abs\(", _expanded(k, e, 1))}
+    if not amax:
+        return Verdict(ok=False, reasons=["no absmax of a block"])
+    scales = {v for v, (_, e) in k.assigns.items() if v in amax or set(_NAME.findall(e)) & amax}
+    stores = [c for c in k.calls if c.name == "tl.store" and len(c.args) >= 2]
+    scale_store = [c for c in stores if set(_NAME.findall(c.args[1])) & scales and not re.search(r"[*/]", c.args[1])]
+    scaled = [c for c in stores if re.search(r"[*/]", _expanded(k, c.args[1], 2)) and _reach(k, c.args[1]) & scales]
+    if scale_store and scaled:
+        return Verdict(ok=True, lines=sorted({scale_store[0].line, scaled[0].line}),
+                       reasons=[f"scale from the block's absmax stored at line {scale_store[0].line}, scaled values at line {scaled[0].line}"])
+    return Verdict(ok=False, reasons=["absmax computed but no scale stored beside the scaled values"])
+
+
+@predicate()
+def topk_by_repeated_max(s: Subject) -> Verdict:
+    """A loop that loads nothing and takes an argmax of a block and masks the winner out (`tl.where(idx == best, -inf, x)`): top-k selection in registers."""
+    k = _kernel(s)
+    for lp in k.loops:
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(c.name == "tl.load" for c in inside):
+            continue  # selection over values already in registers (storing each winner is fine)
+        if any(c.name in ("tl.argmax", "tl.argmin") for c in inside) and any(c.name == "tl.where" for c in inside):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"top-k by repeated max in registers (loop at line {lp.line})"])
+    return Verdict(ok=False, reasons=["no register loop of max-and-mask"])
+
+
+@predicate()
+def state_in_out(s: Subject) -> Verdict:
+    """A state carried across a loop (a recurrence) starts from memory (`b_h += tl.load(h0 ...)` before the loop) and is stored after it: the kernel continues from an initial state and hands its final state on."""
+    k = _kernel(s)
+    rec = recurrence_state(s)
+    if not rec.ok:
+        return Verdict(ok=False, reasons=rec.reasons)
+    for lp in k.loops:
+        for var in lp.assigned:
+            if var == lp.target:
+                continue
+            loads_in = any(e.startswith("add:") and "tl.load" in e for e in k.accumulates.get(var, []))
+            stores_out = [c for c in k.calls if c.name == "tl.store" and not c.loops and c.line > lp.end_line and len(c.args) >= 2
+                          and re.search(rf"\b{re.escape(var)}\b", c.args[1])]
+            if loads_in and stores_out:
+                return Verdict(ok=True, lines=[stores_out[0].line],
+                               reasons=[f"state {var} starts from a load and is stored after the loop at line {lp.line} (line {stores_out[0].line})"])
+    return Verdict(ok=False, reasons=["the recurrent state neither starts from memory nor is stored after the loop"])
+
+
+@predicate()
+def partial_row_stats(s: Subject) -> Verdict:
+    """A running max and a sum of exponentials are stored as partials, at an address over two program axes (row and split): a split reduction waiting for a merge."""
+    k = _kernel(s)
+    maxes = {v for v, (_, e) in k.assigns.items() if "tl.max(" in e}
+    sums = {v for v, (_, e) in k.assigns.items() if "tl.sum(" in e and ("exp" in e or "exp" in _expanded(k, e, 1))}
+
+    def split_store(names: set[str]) -> CallSite | None:
+        for c in k.calls:
+            if c.name == "tl.store" and len(c.args) >= 2 and c.args[1].strip() in names:
+                axes = {a for n in _reach(k, c.args[0]) for a in k.pid_deps.get(n, [])}
+                if len(axes) >= 2:
+                    return c
+        return None
+
+    a, b = split_store(maxes), split_store(sums)
+    if a and b:
+        return Verdict(ok=True, lines=sorted({a.line, b.line}), reasons=[f"partial max and sum-exp stored per (row, split) (lines {a.line}, {b.line})"])
+    return Verdict(ok=False, reasons=["no partial max and sum-exp stored per program pair"])

@@ -16,6 +16,7 @@ from patterns.core.schema import (
     BottleneckClass,
     Category,
     Condition,
+    Example,
     Measurement,
     Pattern,
     PatternEvidence,
@@ -227,6 +228,8 @@ class SuggestReport(StrictModel):
     gpu: str
     shapes: dict[str, int] = Field(default_factory=dict)
     profile: str | None = None
+    triton: str | None = Field(None, description="the Triton version the version gates assumed (--triton, else the installed one)")
+    inputs: dict[str, str] = Field(default_factory=dict, description="--input tensors as given, NAME -> D0xD1:DTYPE")
     kernels: list[KernelReport]
 
 
@@ -315,11 +318,12 @@ class ReviewItem(StrictModel):
 
 
 class JournalEvent(StrictModel):
-    """One line of an agent run's journal (JSONL, appended and fsynced)."""
+    """One line of an agent run's journal (JSONL, appended and fsynced). With `--ray` the driver also
+    records each task: `submitted`, `retry` (its worker died), `validated` (the outcome, once per candidate)."""
 
     seq: int = Field(ge=1)
     at: str
-    kind: Literal["start", "resume", "plan", "validating", "attempt", "review", "merge", "finish"]
+    kind: Literal["start", "resume", "plan", "validating", "attempt", "review", "merge", "finish", "submitted", "retry", "validated"]
     data: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -351,14 +355,17 @@ class Draft(StrictModel):
     traps: list[Trap] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
-    signature: list[str] = Field(default_factory=list, description="the recurring facts the cluster shares")
-    support: dict[str, int] = Field(default_factory=dict, description="project -> upstream kernels in the cluster")
+    example: Example | None = Field(None, description="how before.py/after.py run against reference.py, once a person wrote them")
+    signature: list[str] = Field(default_factory=list, description="the technique's condition, as a reader says it")
+    support: dict[str, int] = Field(default_factory=dict, description="project -> upstream locations where present_when holds")
+    contrast: dict[str, float] = Field(default_factory=dict, description="share of the upstream subjects of its scope where present_when holds (held / subjects)")
+    notes: list[str] = Field(default_factory=list, description="the distiller's notes for the reviewer: support, contrast, overlaps, guesses")
 
     def missing(self) -> list[str]:
         """Pattern fields that are still empty or fail the Pattern schema."""
         from pydantic import ValidationError
 
-        data = self.model_dump(mode="json", exclude={"applicability", "signature", "support"}, exclude_none=True)
+        data = self.model_dump(mode="json", exclude={"applicability", "signature", "support", "contrast", "notes"}, exclude_none=True)
         data["status"] = Status.preview.value
         try:
             Pattern.model_validate(data)

@@ -140,6 +140,7 @@ class AppliesWhen(StrictModel):
     arch: ArchCondition = Field(default_factory=ArchCondition)
     dtypes: list[str] = Field(default_factory=list, description="operand dtypes it is for; empty = any")
     shapes: list[ShapeCondition] = Field(default_factory=list)
+    triton: str | None = Field(None, description="Triton versions it works on, a PEP 440 specifier (e.g. '<3.9'); gated on --triton or the installed Triton")
 
 
 class ResourceLimits(StrictModel):

@@ -55,6 +55,7 @@ class HostReader(ast.NodeVisitor):
         self.launches: list[LaunchFacts] = []
         self.functions: list[str] = []
         self.assigns: dict[str, dict[str, tuple[int, str]]] = {}
+        self.defaults: dict[str, dict[str, str]] = {}
         self._fn: list[str] = []
         self._loops: list[int] = []
         self._origins: list[dict[str, str]] = []
@@ -129,6 +130,11 @@ class HostReader(ast.NodeVisitor):
         self._origins.append({})
         self._deps.append({})
         self.assigns.setdefault(node.name, {})
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        self.defaults[node.name] = {a.arg: self.code(d) for a, d in pairs}
         for d in node.decorator_list:
             self.visit(d)
         for stmt in node.body:
@@ -287,6 +293,9 @@ def read_host(source: str, host: list[ast.AST], facts: FileFacts, aliases: dict[
     facts.host_functions = sorted({*facts.host_functions, *reader.functions})
     for fn, assigns in reader.assigns.items():
         facts.host_assigns.setdefault(fn, {}).update(assigns)
+    for fn, defaults in reader.defaults.items():
+        if defaults:
+            facts.host_defaults.setdefault(fn, {}).update(defaults)
     by_kernel = {k.name: k for k in facts.kernels}
     for launch in reader.launches:
         name = launch.kernel.rsplit(".", 1)[-1]

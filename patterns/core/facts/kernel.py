@@ -334,6 +334,7 @@ class _Extractor:
         self.constants: dict[str, str] = {}
         self.module_calls: list[CallSite] = []
         self.host_assigns: dict[str, dict[str, tuple[int, str]]] = {}
+        self.host_defaults: dict[str, dict[str, str]] = {}
         self._scopes: list[_Scope] = []
         self._kernel_stack: list[KernelFacts | None] = []
         self._pad = ""
@@ -430,6 +431,9 @@ class _Extractor:
         else:
             self._kernel_stack.append(None)
             self.host_functions[node.name] = (node.lineno, node.end_lineno)
+            defaults = {p.name: p.default for p in self._params(node) if p.default is not None}
+            if defaults:
+                self.host_defaults[node.name] = defaults
         self._scopes.append(_Scope(node.name))
 
     def leave_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -979,6 +983,7 @@ def parse(source: str, path: str = "<string>", tree: ast.Module | None = None) -
         constants=ex.constants,
         module_calls=ex.module_calls,
         host_assigns=ex.host_assigns,
+        host_defaults=ex.host_defaults,
         docstring=(ast.get_docstring(tree) or "").strip(),
         lines=source.count("\n") + 1,
     )

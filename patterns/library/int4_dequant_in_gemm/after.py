@@ -1,0 +1,37 @@
+"""W4A16 linear layer, out = x @ dequant(w)ᵀ, with int4 weights packed two per byte.
+
+w_q is [N, K/2] uint8 (even k in the low nibble, odd k in the high one), one
+scale per group of G input channels, zero point 8. The GEMM loads the packed
+bytes of each [BK, BN] weight tile, unpacks and scales them in registers, and
+feeds them to tl.dot: the weight crosses HBM once, at 4 bits per element.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def w4a16_gemm_kernel(a, w_q, scales, c, M, N, K, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    i_m, i_n = tl.program_id(0), tl.program_id(1)
+    o_m = i_m * BM + tl.arange(0, BM)
+    o_n = i_n * BN + tl.arange(0, BN)
+    m_m, m_n = o_m < M, o_n < N
+    b_c = tl.zeros([BM, BN], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        o_k = i_k + tl.arange(0, BK)
+        m_k = o_k < K
+        b_a = tl.load(a + o_m[:, None] * K + o_k[None, :], mask=m_m[:, None] & m_k[None, :], other=0.0)
+        # [BK, BN] packed bytes: two k per byte, the shift picks the nibble
+        b_q = tl.load(w_q + o_n[None, :] * (K // 2) + o_k[:, None] // 2, mask=m_k[:, None] & m_n[None, :], other=0)
+        b_q = (b_q >> ((o_k[:, None] % 2) * 4).to(tl.uint8)) & 0xF
+        b_s = tl.load(scales + o_n[None, :] * (K // G) + o_k[:, None] // G, mask=m_k[:, None] & m_n[None, :], other=0.0)
+        b_c += tl.dot(b_a, (b_q.to(tl.float32) - 8.0) * b_s)
+    tl.store(c + o_m[:, None] * N + o_n[None, :], b_c, mask=m_m[:, None] & m_n[None, :])
+
+
+def w4a16_linear(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, G: int) -> torch.Tensor:
+    M, K = x.shape
+    N = w_q.shape[0]
+    out = torch.empty(M, N, dtype=torch.float32, device=x.device)
+    w4a16_gemm_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](x, w_q, scales, out, M, N, K, G=G, BM=16, BN=16, BK=32)
+    return out

@@ -1,0 +1,425 @@
+"""Regression tests for the defects found running `suggest` on real kernels (issue #15).
+
+Each test names the defect it pins; the kernels are small but written the way
+the published kernels of the corpus are (launchers that unpack `.shape`,
+helpers, aliases), not the library's own examples.
+"""
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patterns.core.facts import extract_source
+from patterns.core.hardware import gpu
+from patterns.core.schema import BottleneckClass
+from patterns.retriever.estimate import estimate
+
+H200 = gpu("h200")
+
+
+def _src(text: str) -> str:
+    return textwrap.dedent(text).lstrip()
+
+
+# --------------------------------------------------------------------------------------
+# units: ncu's automatic units and torch.profiler's strings
+# --------------------------------------------------------------------------------------
+
+NCU_MS = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__throughput.avg.pct_of_peak_sustained_elapsed","launch__grid_size","launch__waves_per_multiprocessor"
+"","","","","","","","","","","","msecond","%","%","",""
+"0","1","python","h","matmul_kernel","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","4.02","31.5","88.1","1,024","1.94"
+'''
+
+
+def test_ncu_msecond_duration_is_milliseconds(tmp_path):
+    """A 4 ms GEMM exported with ncu's automatic units was read as 4 µs and called launch-bound."""
+    from patterns.retriever.profile import load_profile
+
+    p = tmp_path / "gemm.csv"
+    p.write_text(NCU_MS)
+    bs = load_profile(p, "matmul_kernel")
+    assert bs[0].numbers["duration_us"] == pytest.approx(4020.0)
+    assert [b.cls for b in bs] == [BottleneckClass.compute]
+
+
+@pytest.mark.parametrize("value,unit,base,kind", [
+    (2350, "nsecond", 2.35e-6, "time"), (3, "usecond", 3e-6, "time"), (4.02, "msecond", 4.02e-3, "time"),
+    (1.5, "second", 1.5, "time"), (2, "Gbyte", 2e9, "data"), (512, "Kbyte", 512e3, "data"), (3, "Mbyte", 3e6, "data"),
+    (3.3, "Tbyte/second", 3.3e12, "rate"), (900, "Gbyte/second", 9e11, "rate"), (87.5, "%", 87.5, "percent"),
+    (5, "Kcycle", 5000, "count"), (1.98, "cycle/nsecond", 1.98e9, "rate"), (2, "MiB", 2 * 1024**2, "data"),
+])
+def test_every_ncu_unit_converts(value, unit, base, kind):
+    from patterns.retriever.units import convert
+
+    v, k = convert(value, unit)
+    assert k == kind and v == pytest.approx(base)
+
+
+def test_torch_profiler_quantities():
+    from patterns.retriever.units import UnitError, parse_quantity
+
+    assert parse_quantity("4.123ms")[0] == pytest.approx(4.123e-3)
+    assert parse_quantity("812.000us")[0] == pytest.approx(812e-6)
+    assert parse_quantity("2.5 GB/s") == (pytest.approx(2.5e9), "rate")
+    assert parse_quantity("1,024 KB") == (pytest.approx(1.024e6), "data")
+    with pytest.raises(UnitError, match="furlong"):
+        parse_quantity("3 furlong")
+
+
+def test_unknown_ncu_unit_is_a_one_line_error(tmp_path):
+    from patterns.retriever.profile import ProfileError, load_profile
+
+    p = tmp_path / "odd.csv"
+    p.write_text(NCU_MS.replace("msecond", "fortnight"))
+    with pytest.raises(ProfileError, match=r"odd.csv: column 'gpu__time_duration.sum': unknown unit 'fortnight'"):
+        load_profile(p, "matmul_kernel")
+
+
+NCU_REP = os.environ.get("PATTERNS_NCU_REP")
+
+
+@pytest.mark.skipif(not NCU_REP, reason="set PATTERNS_NCU_REP to a .ncu-rep captured on a GPU host (see evidence/gpu/ncu-rep/run.sh)")
+def test_binary_ncu_report_is_read():
+    pytest.importorskip("ncu_report")
+    from patterns.retriever.profile import load_profile
+
+    bs = load_profile(Path(NCU_REP), "")
+    assert bs[0].source == "ncu" and bs[0].numbers["duration_us"] > 0
+
+
+def test_ncu_rep_without_the_package_says_how_to_get_it(tmp_path, monkeypatch):
+    import sys
+
+    from patterns.retriever.profile import ProfileError, load_profile
+
+    monkeypatch.setitem(sys.modules, "ncu_report", None)
+    p = tmp_path / "k.ncu-rep"
+    p.write_bytes(b"\x00NVPROF")
+    with pytest.raises(ProfileError, match=r"k.ncu-rep: reading .ncu-rep needs NVIDIA's ncu-report package"):
+        load_profile(p, "k")
+
+
+# --------------------------------------------------------------------------------------
+# register pressure of 1-D blocks
+# --------------------------------------------------------------------------------------
+
+ONE_D = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(y_ptr + offs, x * 2.0, mask=mask)
+
+
+    def scale(x, BLOCK=65536):
+        y = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, num_warps=4)
+        return y
+''')
+
+
+def test_one_d_block_register_pressure():
+    """BLOCK=65536 at 4 warps is 512 fp32 values per thread for one tensor, not 32 registers."""
+    f = extract_source(ONE_D, "scale.py")
+    a = estimate(f, f.kernels[0], H200, {"n": 1 << 26, "BLOCK": 65536})
+    assert a.numbers["regs_per_thread_est"] == 255
+    spill = next(b for b in [a.primary, *a.others] if "registers/thread" in " ".join(b.rationale))
+    assert spill.cls == BottleneckClass.occupancy and "65536 elements over 128 threads" in spill.rationale[0]
+    small = estimate(f, f.kernels[0], H200, {"n": 1 << 26, "BLOCK": 1024})
+    assert small.numbers["regs_per_thread_est"] == 32 + 1024 // 128
+
+
+# --------------------------------------------------------------------------------------
+# sizing from input tensors, names, the bounded evaluator
+# --------------------------------------------------------------------------------------
+
+GEMM = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        pid = tl.program_id(0)
+        num_pid_m = tl.cdiv(M, BLOCK_M)
+        num_pid_n = tl.cdiv(N, BLOCK_N)
+        ORDER
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+            acc += tl.dot(a, b)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(tl.bfloat16))
+
+
+    def matmul(a, b):
+        M, K = a.shape
+        K, N = b.shape
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
+        matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                            BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8)
+        return c
+''')
+ROW_MAJOR = "pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n"
+GROUPED = ("num_pid_in_group = GROUP_M * num_pid_n\n    group_id = pid // num_pid_in_group\n    first_pid_m = group_id * GROUP_M\n"
+           "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)\n    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)\n"
+           "    pid_n = (pid % num_pid_in_group) // group_size_m")
+
+
+def _gemm(order: str):
+    return extract_source(GEMM.replace("ORDER", order), "gemm.py")
+
+
+def _inputs(n: int):
+    from patterns.retriever.launcher import parse_inputs
+
+    return parse_inputs([f"a={n}x{n}:bf16", f"b={n}x{n}:bf16"])
+
+
+def test_inputs_size_the_launch_through_shape_unpacking_and_strides():
+    f = _gemm(ROW_MAJOR)
+    a = estimate(f, f.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert a.numbers["programs"] == 32 * 32
+    # tile loads without reuse: 1024 programs x 64 k-steps x (128x64 + 64x128) bf16
+    assert a.numbers["bytes_without_l2_reuse"] == 1024 * 64 * (2 * 128 * 64) * 2
+    assert a.numbers["dot_flops"] == 2 * 4096**3
+
+
+def test_gemm_4096_is_compute_bound_through_l2_reuse():
+    """The 4096³ bf16 GEMM was "memory-bound, 2.2 GB": tile reuse through L2 makes it compute-bound."""
+    f = _gemm(ROW_MAJOR)
+    a = estimate(f, f.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert a.primary.cls == BottleneckClass.compute
+    assert a.numbers["bytes"] < 0.25e9 < a.numbers["bytes_without_l2_reuse"]
+    assert "L2 reuse (row-major" in a.primary.rationale[0]
+
+
+def test_grouped_ordering_changes_the_estimate():
+    """After the grouped-ordering rewrite the estimate moves, and by what the row-major run predicted."""
+    row, grp = _gemm(ROW_MAJOR), _gemm(GROUPED)
+    before = estimate(row, row.kernels[0], H200, {}, inputs=_inputs(8192))
+    after = estimate(grp, grp.kernels[0], H200, {}, inputs=_inputs(8192))
+    assert after.numbers["bytes"] < 0.75 * before.numbers["bytes"]
+    assert before.numbers["bytes_if_grouped"] == pytest.approx(after.numbers["bytes"])
+    assert "grouped (GROUP_M=8)" in after.primary.rationale[0]
+
+
+def test_missing_names_are_named_and_tensors_asked_as_inputs():
+    f = _gemm(ROW_MAJOR)
+    a = estimate(f, f.kernels[0], H200, {})
+    why = a.primary.rationale[0]
+    assert why.startswith("bottleneck unknown: not sized: pass --input a=D0xD1:DTYPE --input b=D0xD1:DTYPE")
+
+
+def test_list_comprehension_grid_names_its_free_names():
+    """A grid built in a comprehension named no NAME at all."""
+    src = ONE_D.replace("scale_kernel[(triton.cdiv(n, BLOCK),)]", "grid = [triton.cdiv(total, BLOCK) for _ in range(1)]\n    scale_kernel[grid]")
+    src = src.replace("grid = [", "    grid = [", 1) if "\n    grid" not in src else src
+    f = extract_source(src, "scale.py")
+    a = estimate(f, f.kernels[0], H200, {})
+    assert "--shape total=…" in a.primary.rationale[0]
+
+
+def test_unknown_shape_names_are_rejected_listing_known_ones(tmp_path):
+    from patterns.retriever.retrieve import RetrieveError, suggest
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    with pytest.raises(RetrieveError, match=r"gemm.py: --shape: no kernel or launcher uses Q \(known: a, a_ptr, b, b_ptr, BLOCK_K"):
+        suggest(p, shapes={"Q": 3}, entries=[])
+    with pytest.raises(RetrieveError, match=r"--input: no kernel or launcher uses x "):
+        suggest(p, inputs=_inputs(64) | {"x": _inputs(64)["a"]}, entries=[])
+
+
+def test_kernel_launched_elsewhere_sized_from_its_pointer_inputs():
+    from patterns.retriever.launcher import parse_inputs
+
+    src = ONE_D.split("def scale(")[0]
+    f = extract_source(src, "k.py")
+    a = estimate(f, f.kernels[0], H200, {"BLOCK": 1024}, inputs=parse_inputs(["x_ptr=4096x4096:bf16"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 1024
+    assert any("grid inferred" in r for r in a.primary.rationale)
+
+
+@pytest.mark.parametrize("expr", ["9 ** 9 ** 9", "2 ** 100000", "(10 ** 100) * (10 ** 100) * (10 ** 100)", "1 << 100000", "'a' * 10 ** 9"])
+def test_bounded_evaluator_refuses_huge_arithmetic(expr):
+    from patterns.retriever.launcher import Unknown, safe_eval
+
+    with pytest.raises(Unknown):
+        safe_eval(expr, {})
+
+
+def test_tensor_methods_in_launcher_arithmetic():
+    from patterns.retriever.launcher import Tensor, safe_eval
+
+    x = Tensor((8, 4096, 32, 128), "bfloat16")
+    env = {"x": x}
+    assert safe_eval("x.shape[-1]", env) == 128
+    assert safe_eval("x.stride(1)", env) == 32 * 128
+    assert safe_eval("x.numel() // x.shape[-1]", env) == 8 * 4096 * 32
+    assert safe_eval("x.view(-1, x.shape[-1]).shape[0]", env) == 8 * 4096 * 32
+    assert safe_eval("triton.cdiv(x.size(1), 64)", env) == 64
+    assert safe_eval("torch.empty_like(x).element_size()", env) == 2
+
+
+def test_malformed_input_is_a_usage_error():
+    from patterns.retriever.launcher import InputError, parse_input
+
+    with pytest.raises(InputError, match=r"expected NAME=D0xD1...\[:DTYPE\]"):
+        parse_input("x=4096*4096")
+    with pytest.raises(InputError, match="unknown dtype 'bf17'"):
+        parse_input("x=4096:bf17")
+
+
+# --------------------------------------------------------------------------------------
+# Triton version gating
+# --------------------------------------------------------------------------------------
+
+def test_block_pointers_gated_on_triton_and_report_says_which(tmp_path):
+    from patterns.core.library import load_library
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    entries = [e for e in load_library() if e.id in ("block_pointers", "tma_tensor_descriptors")]
+    old = suggest(p, inputs=_inputs(8192), entries=entries, triton="3.4.0", top=10)
+    new = suggest(p, inputs=_inputs(8192), entries=entries, triton="3.9.0", top=10)
+    assert old.triton == "3.4.0" and new.triton == "3.9.0"
+    assert "block_pointers" in [s.pattern_id for s in old.kernels[0].suggestions]
+    assert "block_pointers" not in [s.pattern_id for s in new.kernels[0].suggestions]
+
+
+# --------------------------------------------------------------------------------------
+# CLI conventions
+# --------------------------------------------------------------------------------------
+
+def _cli(*args, cwd=None):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "patterns.cli", *map(str, args)], capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
+
+
+def test_version_and_short_help():
+    from patterns import __version__
+
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"patterns {__version__}"
+    h = _cli("-h")
+    assert h.returncode == 0 and "suggest" in h.stdout
+
+
+def test_suggest_on_a_directory_with_summary_and_fail_on(tmp_path):
+    (tmp_path / "src" / "ops").mkdir(parents=True)
+    (tmp_path / "src" / "ops" / "gemm.py").write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    (tmp_path / "src" / "scale.py").write_text(ONE_D)
+    (tmp_path / "src" / "util.py").write_text("X = 1\n")
+    r = _cli("suggest", tmp_path / "src", "--top", "2", "--input", "a=4096x4096:bf16", "--input", "b=4096x4096:bf16")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.strip().split("\n\n")[-1].replace("\n", " ")
+    assert last.startswith("2 file(s) (1 without kernels skipped), 2 kernel(s): ")
+    assert "1 compute-bound" in last and "1 unknown" in last
+    # piped: plain text, 80 columns, no escape codes
+    assert "\x1b[" not in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines() if str(tmp_path) not in line) <= 80
+    fail = _cli("suggest", tmp_path / "src", "--fail-on", "compute-bound", "--input", "a=4096x4096:bf16", "--input", "b=4096x4096:bf16")
+    assert fail.returncode == 1
+    ok = _cli("suggest", tmp_path / "src", "--fail-on", "memory-bound,host-bound", "--input", "a=4096x4096:bf16", "--input", "b=4096x4096:bf16")
+    assert ok.returncode == 0
+    bad = _cli("suggest", tmp_path / "src", "--fail-on", "slow")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error: --fail-on: 'slow' is not one of memory-bound")
+
+
+def test_pattern_ids_are_never_cut_at_80_columns(tmp_path):
+    from patterns.core.library import load_library
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    r = _cli("suggest", p, "--top", "10")
+    ids = {e.id for e in load_library()}
+    shown = [line.split(". ", 1)[1] for line in r.stdout.splitlines() if line[:5].strip().rstrip(".").isdigit() and ". " in line]
+    assert shown and all(s in ids for s in shown)
+
+
+def test_sarif_has_fingerprints_and_help_uri(tmp_path):
+    import json
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    r = _cli("suggest", p, "--format", "sarif", "--catalog-url", "https://example.org/catalog/")
+    run = json.loads(r.stdout)["runs"][0]
+    assert all(rule["helpUri"] == f"https://example.org/catalog/{rule['id']}.html" for rule in run["tool"]["driver"]["rules"])
+    prints = [res["partialFingerprints"]["patternsKernelPattern/v1"] for res in run["results"]]
+    assert len(prints) == len(set(prints)) > 0
+    # a line moved above the kernel keeps every fingerprint
+    p.write_text("# a comment\n" + p.read_text())
+    moved = json.loads(_cli("suggest", p, "--format", "sarif", "--catalog-url", "https://example.org/catalog/").stdout)["runs"][0]
+    assert [res["partialFingerprints"]["patternsKernelPattern/v1"] for res in moved["results"]] == prints
+
+
+def test_launcher_defaults_are_what_the_caller_gets():
+    """`def scale(x, BLOCK=65536)`: a caller who passes only x launches with BLOCK=65536."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ONE_D, "scale.py")
+    assert f.host_defaults["scale"] == {"BLOCK": "65536"}
+    a = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x4096:fp32"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 65536
+    assert a.numbers["bytes"] == 2 * 4096 * 4096 * 4  # x read and y (empty_like(x)) written, fp32
+
+
+ROW = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def row_scale_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask)
+        tl.store(y_ptr + row * n_cols + cols, x * 2.0, mask=mask)
+
+
+    def row_scale(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        row_scale_kernel[(n_rows,)](x, y, n_cols, BLOCK=1024)
+        return y
+''')
+
+
+def test_block_smaller_than_the_row_warns():
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ROW, "row.py")
+    short = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
+    warn = [r for r in short.primary.rationale if r.startswith("warning:")]
+    assert len(warn) == 2 and "BLOCK=1024 < n_cols=4096 at line 11: `tl.load`" in warn[0]
+    fits = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x1000:bf16"]))
+    assert not [r for r in fits.primary.rationale if r.startswith("warning:")]
