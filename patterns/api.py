@@ -97,7 +97,7 @@ def list_patterns(
 
 
 def example_diff(e: Entry) -> str | None:
-    """The unified diff of the pattern's before.py → after.py; None where the folder has no pair."""
+    """The unified diff of the pattern's before.py → after.py (for a rewrite: what `apply` writes); None without the pair."""
     if not e.has_examples():
         return None
     before = e.file("before.py").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -105,14 +105,22 @@ def example_diff(e: Entry) -> str | None:
     return "".join(difflib.unified_diff(before, after, f"{e.id}/before.py", f"{e.id}/after.py"))
 
 
+def refused(e: Entry) -> list[dict]:
+    """The rewrite's refuse cases (patterns/library/<id>/cases/): what it leaves alone, and why."""
+    from patterns.core.cases import cases
+
+    return [{"case": f"cases/{c.name}.py", "reason": c.reason_text, "note": c.note} for c in cases(e.folder) if c.refuse is not None]
+
+
 def show_pattern(pattern_id: str) -> dict:
-    """One pattern as its schema's JSON, with the before→after diff of its examples under `diff` and the
-    user's own evidence records (patterns.core.user_evidence) under `local_evidence`."""
+    """One pattern as its schema's JSON, with the before→after diff of its examples under `diff`,
+    its rewrite's refuse cases under `refuses`, and the user's own evidence records
+    (patterns.core.user_evidence) under `local_evidence`."""
     from patterns.core.user_evidence import records
 
     e = get(pattern_id)
     local = [r.model_dump(mode="json") for r in records(pattern_id)]
-    return {**e.pattern.model_dump(mode="json"), "diff": example_diff(e), "local_evidence": local}
+    return {**e.pattern.model_dump(mode="json"), "diff": example_diff(e), "refuses": refused(e), "local_evidence": local}
 
 
 def _tokens(text: str) -> list[str]:
@@ -237,6 +245,7 @@ def suggest_report(
     report = suggest(Path(path) if path is not None else Path("<source>"), source=source, kernel=kernel, shapes=shapes, arch=arch,
                      dtype=dtype, dtype_overrides=overrides, profile=profile, top=top, chroma_url=chroma_url,
                      entries=load_library(), progress=progress, inputs=tensors, triton=check_triton(triton), strict_names=strict_names)
+    check_rewrites(report, source if source is not None else Path(path).read_text(encoding="utf-8", errors="replace"))
     return with_local_evidence(report)
 
 
@@ -251,6 +260,25 @@ def with_local_evidence(report: SuggestReport) -> SuggestReport:
                 mine[s.pattern_id] = [r.measurement for r in records(s.pattern_id)]
             s.local_measured = list(mine[s.pattern_id])
     return report
+
+
+def check_rewrites(report: SuggestReport, source: str) -> None:
+    """Advertise a rewrite only with its verdict on this kernel: the codemod's own preconditions,
+    checked by running it on the text (parsing only, nothing executed); a refusal is kept with its reason."""
+    from patterns.rewriter.base import RewriteError, apply
+
+    for k in report.kernels:
+        for s in k.suggestions:
+            if not s.rewrite:
+                continue
+            try:
+                apply(s.pattern_id, source, report.file, kernel=None if k.kernel == "<host code>" else k.kernel)
+            except RewriteError as exc:
+                msg = str(exc).splitlines()[0]
+                s.rewrite_refusal = msg.split(": ", 1)[1] if msg.startswith(f"{report.file}: ") else msg
+                s.rewrite_refusal = s.rewrite_refusal.removeprefix(f"{s.pattern_id} refused: ")
+            except Exception as exc:  # a codemod bug must not take suggest down; say so instead
+                s.rewrite_refusal = f"rewrite failed on this file ({type(exc).__name__})"
 
 
 # --------------------------------------------------------------------------------------

@@ -155,8 +155,14 @@ def show_cmd(
             console.print(f"  • [bold]{t.fact}[/]\n    why: {t.why}\n    how: {t.how}")
     diff = api.example_diff(e)
     if diff is not None:
-        console.print(Markdown("## Before → after"))
+        title = f"## Before → after: what `patterns apply {e.id}` writes" if p.transformation.rewrite else "## Before → after"
+        console.print(Markdown(title))
         console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+    refuses = api.refused(e)
+    if refuses:
+        console.print(Markdown("## What the rewrite refuses"))
+        for r in refuses:
+            console.print(f"  • {r['case']}: {r['reason']}" + (f"\n    ({r['note']})" if r["note"] else ""), markup=False)
 
 
 @app.command("search")
@@ -432,7 +438,10 @@ def _print_report(report) -> None:
         if k.suggestions:
             for i, s in enumerate(k.suggestions, 1):
                 console.print(f"  {i}. [bold]{s.pattern_id}[/]", highlight=False, soft_wrap=True)
-                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {s.rewrite or 'by hand'}"
+                rewrite = s.rewrite or "by hand"
+                if s.rewrite and s.rewrite_refusal:
+                    rewrite = f"{s.rewrite} would likely refuse: {s.rewrite_refusal}"
+                meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {rewrite}"
                 for line in _wrap(meta, "     ", width):
                     console.print(f"[dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
                 for m in s.matched[:4]:

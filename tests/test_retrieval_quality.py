@@ -220,6 +220,108 @@ RUNS = {
 }
 
 
+# -- cases.memory_reduction_launch.yaml (issue #14, helper p14a) -----------------------
+
+
+def _rmsnorm_ref(x, w, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def _rmsnorm_wide_row(m, g):
+    x, w = _rand(3, 300, g=g), 1 + 0.1 * _rand(300, g=g)
+    return m.rmsnorm(x, w), _rmsnorm_ref(x, w)
+
+
+def _router_softmax(m, g):
+    logits = _rand(37, 24, g=g)
+    return m.router_softmax(logits), torch.softmax(logits, -1)
+
+
+def _residual_add_then_rmsnorm(m, g):
+    x, r, w = _rand(4, 100, g=g), _rand(4, 100, g=g), 1 + 0.1 * _rand(100, g=g)
+    y, h = m.add_rmsnorm(x, r, w)
+    return torch.cat([y, h]), torch.cat([_rmsnorm_ref(x + r, w), x + r])
+
+
+def _add_rmsnorm_fused(m, g):
+    x, r, w = _rand(4, 100, g=g), _rand(4, 100, g=g), 1 + 0.1 * _rand(100, g=g)
+    y, h = m.add_rmsnorm(x, r, w)
+    y0, h0 = m.add_rmsnorm(x, None, w)
+    return torch.cat([y, h, y0, h0]), torch.cat([_rmsnorm_ref(x + r, w), x + r, _rmsnorm_ref(x, w), x])
+
+
+def _l1_loss(m, g):
+    p, t = _rand(3000, g=g), _rand(3000, g=g)
+    return m.l1_loss(p, t), (p - t).abs().mean().reshape(1)
+
+
+def _sampling_softmax(m, g):
+    logits = 3 * _rand(4, 100, g=g)
+    return m.temperature_softmax(logits, 0.7), torch.softmax(logits / 0.7, -1)
+
+
+def _seq_offsets(m, g):
+    lens = torch.randint(1, 50, (9,), generator=g, dtype=torch.int32)
+    ref = torch.cat([torch.zeros(1, dtype=torch.int64), lens.long().cumsum(0)])
+    return m.seq_offsets(lens).long(), ref
+
+
+def _dt_softplus(m, g):
+    dt, bias = 4 * _rand(5, 24, g=g), _rand(24, g=g)
+    return m.dt_softplus(dt, bias), torch.nn.functional.softplus(dt + bias)
+
+
+def _bias_silu(m, g):
+    x, b = _rand(6, 40, g=g), _rand(40, g=g)
+    return torch.cat([m.bias_silu(x, b), m.bias_silu(x)]), torch.cat([torch.nn.functional.silu(x + b), torch.nn.functional.silu(x)])
+
+
+def _softcap(m, g):
+    x, cap = 20 * _rand(500, g=g), torch.tensor([15.0])
+    return m.softcap(x, cap), 15.0 * torch.tanh(x / 15.0)
+
+
+def _k_norm(m, g):
+    T, H, HKV, D = 5, 4, 2, 16
+    qkv, w = _rand(T, (H + 2 * HKV) * D, g=g), 1 + 0.1 * _rand(D, g=g)
+    k = qkv[:, H * D:(H + HKV) * D].reshape(T, HKV, D)
+    return m.k_norm(qkv, w, H, HKV).reshape(T, HKV, D), _rmsnorm_ref(k, w)
+
+
+def _rope(m, g):
+    T, H, D = 5, 3, 32
+    x = _rand(T, H, D, g=g).to(torch.float16)
+    ang = _rand(T, D // 2, g=g)
+    cos, sin = ang.cos(), ang.sin()
+    xf = x.float()
+    x1, x2 = xf[..., : D // 2], xf[..., D // 2:]
+    c, s = cos[:, None], sin[:, None]
+    return m.rope(x, cos, sin), torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+
+
+def _gate_cumsum(m, g):
+    gates = torch.nn.functional.logsigmoid(_rand(150, 3, g=g))
+    return m.gate_cumsum(gates), gates.cumsum(0)
+
+
+RUNS.update({
+    "rmsnorm_wide_row_default_warps.py": _rmsnorm_wide_row,
+    "router_softmax_row_per_program.py": _router_softmax,
+    "router_softmax_tiled_rows.py": _router_softmax,
+    "residual_add_then_rmsnorm.py": _residual_add_then_rmsnorm,
+    "add_rmsnorm_fused_optional_residual.py": _add_rmsnorm_fused,
+    "l1_loss_atomic_per_lane.py": _l1_loss,
+    "sampling_softmax_unshifted.py": _sampling_softmax,
+    "seq_offsets_serial_scan.py": _seq_offsets,
+    "mamba_dt_softplus_naive.py": _dt_softplus,
+    "bias_act_dummy_zeros.py": _bias_silu,
+    "logit_scale_item_readback.py": _softcap,
+    "qk_norm_contiguous_copy.py": _k_norm,
+    "rope_host_upcast.py": _rope,
+    "gate_cumsum_chunked_scan.py": _gate_cumsum,
+})
+
+
 def test_every_curated_kernel_has_a_reference_run():
     assert sorted(RUNS) == sorted({c.name for c in load_cases()})
     assert sorted(RUNS) == sorted(p.name for p in SET.glob("*.py"))
@@ -230,3 +332,4 @@ def test_curated_kernel_matches_reference(name):
     out, ref = RUNS[name](_module(name.removesuffix(".py")), torch.Generator().manual_seed(0))
     assert out.shape == ref.shape
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+

@@ -1584,12 +1584,16 @@ def short_constant_loop(s: Subject, *, max_trip: int = 16) -> Verdict:
 
 
 @predicate()
-def masked_loop_loads(s: Subject) -> Verdict:
-    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile)."""
+def masked_loop_loads(s: Subject, *, bound: list[str] | None = None) -> Verdict:
+    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile); bound: only loops whose range names a runtime parameter matching these (model dimensions such as K, D, hidden, not token counts)."""
     k = _kernel(s)
+    # a constexpr bound already tells the compiler whether the tail exists: only runtime bounds count
+    params = {p.name for p in k.params if not p.constexpr}
     hits = []
     for lp in k.loops:
         if lp.kind == "tl.static_range":
+            continue
+        if bound is not None and not any(_matches_any(n, bound) for n in set(re.findall(r"[A-Za-z_]\w*", lp.iter)) & params):
             continue
         for c in k.calls:
             if c.name != "tl.load" or c.via or not c.loops or c.loops[-1] != lp.line:
@@ -1600,19 +1604,38 @@ def masked_loop_loads(s: Subject) -> Verdict:
     return _hit(hits, "masked tl.load whose mask moves with the loop index")
 
 
+def _add_terms(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _add_terms(node.left) + _add_terms(node.right)
+    return [node]
+
+
 @predicate()
 def indirect_offset_load(s: Subject) -> Verdict:
-    """A block load whose address adds a value the kernel loaded (a start offset, a page index, a token id): the compiler cannot prove its alignment."""
+    """A block load whose address adds, unscaled, an element offset the kernel loaded (`x + start + o` with start from cu_seqlens or an index table): nothing tells the compiler that offset is aligned, so the load cannot vectorise."""
     k = _kernel(s)
     loaded = set(k.loaded)
+
+    def lanes(text: str) -> bool:
+        reach = _expand_names(k, text, 6)
+        return "tl.arange" in text or any(k.origins.get(n) == "tl.arange" or "tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
     hits = []
     for c in k.calls_named("tl.load", "tl.store"):
         if not c.args or c.via:
             continue
-        names = _expand_names(k, c.args[0], 3)
-        if names & loaded and ("tl.arange" in c.args[0] or any(k.origins.get(n) == "tl.arange" for n in names)):
+        text = c.args[0].strip()
+        if re.fullmatch(r"\w+", text) and text in k.assigns:
+            text = k.assigns[text][1]
+        node = _parse(text)
+        if node is None or not lanes(text):
+            continue
+        terms = _add_terms(node)
+        # a bare loaded name (or a parenthesised sum containing one) added to the address
+        flat = [t for term in terms for t in _add_terms(term)]
+        if any(isinstance(t, ast.Name) and t.id in loaded and k.origins.get(t.id) == "tl.load" for t in flat):
             hits.append(c)
-    return _hit(hits, "block access at an offset loaded from memory")
+    return _hit(hits, "block access at an unscaled offset loaded from memory")
 
 
 @predicate()
@@ -1654,6 +1677,25 @@ def optional_operand_flag(s: Subject) -> Verdict:
             if name in constexprs and none_test.search(text):
                 return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
     return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
+
+@predicate()
+def chunked_row_loop(s: Subject) -> Verdict:
+    """A loop walks a runtime length in steps of a tl.constexpr block (`range(0, D, BLOCK)`) and reduces what it loads there (tl.sum/max/min or `acc +=`): a row tiled in fixed-size chunks instead of one block the width of the row."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    consts = set(k.constexprs)
+    for lp in k.loops:
+        if lp.kind not in ("range", "tl.range") or len(lp.args) < 3:
+            continue
+        if not (set(re.findall(r"[A-Za-z_]\w*", lp.args[1])) & runtime) or not (set(re.findall(r"[A-Za-z_]\w*", lp.args[2])) & consts):
+            continue
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(_called(c, ("tl.dot",)) for c in inside):
+            continue  # a GEMM's K loop, not a row
+        reduces = any(c.name in _REDUCTIONS for c in inside) or any(v in k.accumulates for v in lp.assigned)
+        if reduces and any(c.name == "tl.load" for c in inside):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"loop `{lp.iter}` reduces the row in chunks (line {lp.line})"])
+    return Verdict(ok=False, reasons=["no loop reducing a row in constexpr-sized chunks"])
 
 # ======================================================================================
 # end of the p14a block
