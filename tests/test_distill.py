@@ -904,3 +904,17 @@ def test_drafts_default_to_the_user_data_directory(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert (tmp_path / "data" / "patterns" / "drafts" / "in_kernel_prefix_sum" / "pattern.yaml").exists()
     assert not (tmp_path / "drafts").exists()
+
+
+def test_audit_samples_every_pattern_before_repeating_one(tmp_path, capsys):
+    from patterns.distill.audit import main as audit_main
+
+    root = make_upstream(tmp_path)
+    tree = make_cluster_tree(tmp_path)
+    for f in (tree / "sglang").iterdir():
+        shutil.copy(f, root / "sglang" / f.name)
+    audit_main([str(root), "--library", str(make_library(tmp_path)), "--sample", "3", "--seed", "1", "--jobs", "1", "--format", "json"])
+    items = json.loads(capsys.readouterr().out)
+    assert len(items) == 3 and len({(i["source"], i["pattern"]) for i in items}) == 3  # three different patterns/drafts
+    draft = next(i for i in items if i["source"] == "draft")
+    assert draft["pattern"] == "in_kernel_prefix_sum" and ">" in draft["code"] and "tl.cumsum" in draft["code"]
