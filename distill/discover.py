@@ -38,7 +38,7 @@ from patterns.core.schema import (
 )
 
 MAX_SHARE = 0.35  # a feature held by more of its scope is not distinctive
-SAME_AS = 0.8  # Jaccard of locations above which two techniques are the same one
+SAME_AS = 0.6  # Jaccard of locations above which two techniques are the same one
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _BLOCK = re.compile(r"^(B[A-Z]{0,2}|BLOCK(_SIZE)?_?[A-Z]*|CHUNK_SIZE|BLOCK)$")
 _DTYPES = {"float8": "float8", "fp8": "float8", "e4m3": "float8", "e5m2": "float8", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -231,6 +231,18 @@ class Candidate:
         return math.log1p(len(self.locs)) * math.log1p(len({l.path for l in self.locs})) * (1.0 - self.share)
 
 
+_GENERIC = {"in", "of", "the", "with", "by", "and", "kernel", "kernels", "fused", "fusion", "autotune", "config", "configs", "upstream"}
+
+
+def _stems(name: str) -> set[str]:
+    """Words of an id, cut to five letters (offsets/offset, indexing/indirect stay apart only past 'index')."""
+    return {w[:5] for w in re.split(r"[_\W]+", name.lower()) if w and w not in _GENERIC}
+
+
+def _overlap(a: set, b: set) -> float:
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
 def _jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -263,6 +275,9 @@ def candidates(mined: list[Mined], entries, det: Detections | None, min_support:
         elif any(j >= SAME_AS for j in c.library_overlap.values()):
             pid = max(c.library_overlap, key=c.library_overlap.get)
             c.dropped = f"the library has it: {pid} holds on nearly the same locations (Jaccard {c.library_overlap[pid]})"
+        elif named := next((pid for pid, s in library.items() if len(_stems(pid) & _stems(t.id)) >= 2 and _overlap(keys, s) >= 0.3), None):
+            c.dropped = (f"the library has it: {named} names the same technique and holds on "
+                         f"{_overlap(keys, library[named]):.0%} of the smaller set of locations")
         elif len(locs) < min_support:
             c.dropped = f"support {len(locs)} < {min_support}"
         elif len({loc.path for loc in locs}) < 2:

@@ -27,7 +27,8 @@ RULES: dict[str, str] = {
     ),
     "mbarrier": r"(?i:mbarrier)|ClusterTransactionBarrier|ClusterBarrier|arrive_and_expect_tx|fence_barrier_init|expect_tx\b",
     "wgmma": r"(?i:wgmma)|warpgroup_(arrive|commit_batch|wait|fence_operand)|SM90_\d+x\d+x\d+_\w+|GMMA::",
-    "umma": r"(?i:tcgen05)|UMMA::(make_\w+|MMA\w*|\w*[Dd]esc\w*)|SM100_MMA_\w+|umma_\w+",
+    # tcgen05.ld/st/alloc move tensor memory (tmem), they issue no MMA
+    "umma": r"tcgen05[._](mma|commit|fence|after|before|cp)\w*|UMMA::(make_\w+|MMA\w*|\w*[Dd]esc\w*)|SM100_MMA_\w+|umma_\w+",
     "mma": r"mma\.sync|(?i:\bmma_sync\b)|wmma::\w+|SM80_\d+x\d+x\d+_\w+|ldmatrix",
     "reg_realloc": r"warpgroup_reg_(alloc|dealloc)|setmaxnreg",
     "cluster": r"(?i:multicast)|cluster_(sync|arrive|wait)\w*|block_rank_in_cluster|cluster_ctarank|ClusterDim\w*",

@@ -107,6 +107,7 @@ def distill(
     min_support: int = 3,
     max_drafts: int = 100,
     cap: int = 5,
+    reuse_analysis: bool = True,
 ) -> Distilled:
     t0 = time.perf_counter()
     report = DistillReport(patterns=[e.id for e in entries])
@@ -122,7 +123,7 @@ def distill(
             t = time.perf_counter()
             src: Source = resolve(spec)
             cb = progress.callback(f"{src.project} {src.version}") if progress else None
-            packed = analysis.get(src.sha256)
+            packed = analysis.get(src.sha256) if reuse_analysis else None
             todo = plan(src, cache, workers, cb) if packed is None else None
             started.append((spec, src, cb, packed, todo, time.perf_counter() - t))
         for spec, src, cb, packed, todo, seconds in started:

@@ -24,6 +24,7 @@ from typing import get_args
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from patterns.core.cases import cases
 from patterns.core.files import FolderError, write_folder
 from patterns.core.library import Entry
 from patterns.core.schema import (
@@ -180,6 +181,7 @@ def _page_context(entry: Entry) -> dict:
             if getattr(p.resource_limits, key)
         ],
         "diff": diff,
+        "refuses": [(f"cases/{c.name}.py", c.reason_text, c.note) for c in cases(entry.folder) if c.refuse is not None],
         "files": [(name, text, len(text.splitlines())) for name, text in files.items() if text is not None],
         "references": [{"title": r.title, "url": r.url if _linkable(r.url) else "", "text": r.url} for r in p.references],
     }

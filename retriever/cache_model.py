@@ -43,7 +43,7 @@ class Reuse:
         return self.no_reuse_bytes - self.dram_bytes
 
 
-def _kernel_env(kernel: KernelFacts, binds: dict) -> dict:
+def kernel_env(kernel: KernelFacts, binds: dict) -> dict:
     """The kernel's own scalar assignments (num_pid_n = tl.cdiv(N, BLOCK_N)) evaluated over the binds."""
     env = dict(binds)
     for var, (_, expr) in sorted(kernel.assigns.items(), key=lambda kv: kv[1][0]):
@@ -58,15 +58,23 @@ def _kernel_env(kernel: KernelFacts, binds: dict) -> dict:
     return env
 
 
-def _operand_load(kernel: KernelFacts, expr: str) -> CallSite | None:
-    m = re.match(r"\s*([A-Za-z_]\w*)", expr)
-    if not m:
-        return None
-    name = m.group(1)
-    if name not in kernel.assigns:
-        return None
-    line = kernel.assigns[name][0]
-    return next((c for c in kernel.calls if c.name == "tl.load" and c.line == line and c.in_loop), None)
+def _operand_load(kernel: KernelFacts, expr: str, depth: int = 0) -> CallSite | None:
+    """The in-loop load a dot operand comes from: `a`, `b.to(tl.int8) - zero`, `tl.trans(b)`,
+    through the variables it is computed from (`b = (b_packed & m) >> s`)."""
+    for name in re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b", expr):
+        if name in ("tl", "triton"):
+            continue
+        defs = [a for a in (kernel.assigns.get(name), kernel.first_assigns.get(name)) if a]
+        found = next((c for c in kernel.calls if c.name == "tl.load" and c.line in {a[0] for a in defs} and c.in_loop), None)
+        if found is not None:
+            return found
+        if depth < 4:
+            for _, text in defs:
+                if "tl.load" not in text and text != expr:
+                    inner = _operand_load(kernel, text, depth + 1)
+                    if inner is not None:
+                        return inner
+    return None
 
 
 def group_size(kernel: KernelFacts, binds: dict) -> int | None:
@@ -100,8 +108,13 @@ def _fold(kernel: KernelFacts, env: dict) -> tuple[str, str, int] | None:
     return None
 
 
+# programs of one wave run their K loops roughly together; they drift apart by some steps, so the
+# panels live in L2 over a window of about this many k-steps, not over the whole K extent
+DRIFT_STEPS = 16
+
+
 def l2_reuse(kernel: KernelFacts, binds: dict, load_bytes: dict[int, float], programs: int, wave: int,
-             grid: tuple[int, ...] | None, l2_bytes: float, group: int | None = None) -> Reuse | None:
+             grid: tuple[int, ...] | None, l2_bytes: float, group: int | None = None, trips: int | None = None) -> Reuse | None:
     """DRAM bytes of the tiled operands of the kernel's first in-loop tl.dot; None when it cannot tell.
 
     `load_bytes`: bytes per program of each load, by line (loop trips included);
@@ -117,7 +130,7 @@ def l2_reuse(kernel: KernelFacts, binds: dict, load_bytes: dict[int, float], pro
         return None
     a_b, b_b = load_bytes[la.line], load_bytes[lb.line]
     w = max(1, min(wave, programs))
-    env = _kernel_env(kernel, binds)
+    env = kernel_env(kernel, binds)
     own_group = group_size(kernel, binds)
     g = group or own_group
     fold = _fold(kernel, env)
@@ -156,7 +169,8 @@ def l2_reuse(kernel: KernelFacts, binds: dict, load_bytes: dict[int, float], pro
     no_reuse = programs * (a_b + b_b)
     footprint = ra * a_b + rb * b_b
     reused = waves * footprint
-    fits = footprint <= l2_bytes
+    window = footprint * min(1.0, DRIFT_STEPS / trips) if trips else footprint
+    fits = window <= l2_bytes
     if not fits:  # panels that do not fit are re-read: reuse falls off with the overflow
-        reused += (no_reuse - reused) * (1 - l2_bytes / footprint)
+        reused += (no_reuse - reused) * (1 - l2_bytes / window)
     return Reuse(dram_bytes=min(reused, no_reuse), no_reuse_bytes=no_reuse, order=order, rows=rows, cols=cols, wave=w, fits_l2=fits)

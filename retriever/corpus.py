@@ -237,6 +237,32 @@ def _split_top(text: str) -> list[str]:
     return [c for c in [*out, cur] if c.strip()]
 
 
+def plausible_blocks(kernel, shapes: dict[str, int]) -> dict[str, int]:
+    """Block sizes a user passes for a kernel whose launcher computes them in a helper or an
+    autotuner's generated configs: a block that a mask bounds by a whole extent (`cols < n_cols`,
+    not moving with the program) covers it, as `triton.next_power_of_2(n_cols)` launchers do;
+    any other tl.arange extent gets a 64 tile."""
+    bound = {p.name for p in kernel.params if p.default is not None}
+    if kernel.autotune and kernel.autotune.configs:
+        bound |= set(kernel.autotune.configs[0])
+    bound |= set(kernel.heuristics)
+    covers: dict[str, int] = {}
+    for var, (_, expr) in kernel.assigns.items():
+        m = re.fullmatch(r"\s*tl\.arange\(\s*0\s*,\s*([A-Za-z_]\w*)\s*\)\s*", expr)
+        if not m or kernel.pid_deps.get(var):
+            continue
+        for _, (_, mexpr) in kernel.assigns.items():
+            for right in re.findall(rf"\b{re.escape(var)}\s*<\s*([A-Za-z_]\w*)\b", mexpr):
+                if isinstance(shapes.get(right), int):
+                    covers[m.group(1)] = 1 << (min(shapes[right], 65536) - 1).bit_length()
+    out = {p.name: 8 for p in kernel.params if p.constexpr and "GROUP" in p.name.upper() and p.name not in bound}
+    for c in kernel.calls:
+        if c.name == "tl.arange" and len(c.args) == 2 and c.args[1].isidentifier() and kernel.param(c.args[1]) is not None:
+            if kernel.param(c.args[1]).constexpr and c.args[1] not in bound:
+                out[c.args[1]] = covers.get(c.args[1], 64)
+    return out
+
+
 def plausible_inputs(facts, kernel) -> dict[str, str]:
     """--input values a user would give: every tensor the launcher reads `.shape`/`.stride` of, with the rank
     its code implies and serving-size extents (the unpacked names' plausible values, else 4096);
@@ -246,17 +272,22 @@ def plausible_inputs(facts, kernel) -> dict[str, str]:
     def dtype(name: str) -> str:
         return "int32" if _INT_TENSOR.search(name) else "bf16"
 
+    launch_names = {n for la in kernel.launches[:1] for n in facts.host_assigns.get(la.function, {})}
+    gemm = any(c.name in ("tl.dot", "tl.dot_scaled") and c.in_loop for c in kernel.calls) and {"M", "N", "K"} <= launch_names
+    # extents by rank where the launcher names none: (rows, cols), (batch, rows, cols), (B, T, H, D)
+    by_rank = {1: [1 << 24], 2: [4096, 4096], 3: [8, 4096, 4096], 4: [8, 4096, 32, 128]}
+
     for la in kernel.launches[:1]:
         assigned = facts.host_assigns.get(la.function, {})
         texts = [e for _, e in assigned.values()] + la.args + list(la.kwargs.values()) + [la.grid]
         names = {m for t in texts for m in re.findall(r"\b([A-Za-z_]\w*)\.(?:shape|stride|size|numel|dim|view|reshape|dtype|device|contiguous|element_size)\b", t)}
         names |= {m for t in texts for m in re.findall(r"torch\.\w+_like\(\s*([A-Za-z_]\w*)", t)}
-        for t in sorted(names - set(assigned)):
+        for t in sorted(names):
             dims: dict[int, int] = {}
             for var, (_, expr) in assigned.items():
                 m = re.fullmatch(rf"\(?{re.escape(t)}\.shape\)?\[(-?\d+)\]", expr.strip())
                 if m:
-                    dims[int(m.group(1))] = plausible_value(var, False) or 4096
+                    dims[int(m.group(1))] = plausible_value(var, gemm) or 4096
                 # B, T, H, K, V = *k.shape, v.shape[-1]: k's extents are the leading names
                 m = re.fullmatch(rf"\(\*{re.escape(t)}\.shape, (.*)\)\[(\d+)\]", expr.strip())
                 if m:
@@ -264,12 +295,19 @@ def plausible_inputs(facts, kernel) -> dict[str, str]:
                     n = 1 + max(int(re.fullmatch(r".*\[(\d+)\]", e.strip()).group(1)) for _, e in assigned.values()
                                 if re.fullmatch(rf"\(\*{re.escape(t)}\.shape, .*\)\[(\d+)\]", e.strip()))
                     if int(m.group(2)) < n - extra:
-                        dims[int(m.group(2))] = plausible_value(var, False) or 4096
+                        dims[int(m.group(2))] = plausible_value(var, gemm) or 4096
                         dims.setdefault(n - extra - 1, 4096)
+            for var, (_, expr) in assigned.items():  # s0, s1, s2 = x.stride()
+                m = re.fullmatch(rf"\(?{re.escape(t)}\.(?:stride|size)\(\)\)?\[(\d+)\]", expr.strip())
+                if m:
+                    dims.setdefault(int(m.group(1)), 4096)
             rank = max([len({i for i in dims if i >= 0})] + [i + 1 for i in dims if i >= 0] + [-i for i in dims if i < 0] + [
                 int(i) + 1 if not i.startswith("-") else -int(i) for text in texts
                 for i in re.findall(rf"\b{re.escape(t)}\.(?:shape\[|stride\(|size\()(-?\d+)", text)] + [2])
-            shape = [4096] * rank
+            if dtype(t) == "int32" and not dims:  # index and length tensors: one entry per sequence (+1)
+                rank, shape = 1, [9]
+            else:
+                shape = list(by_rank.get(rank, [8] * (rank - 2) + [4096, 4096]))
             for i, v in dims.items():
                 shape[i] = v
             out[t] = "x".join(map(str, shape)) + ":" + dtype(t)
@@ -362,13 +400,27 @@ def run_file(entry: dict, mode: str, entries) -> FileRun:
             from patterns.retriever.launcher import parse_input
 
             for k in facts.kernels:
+                shapes.update({n: v for n, v in plausible_blocks(k, shapes).items() if n not in shapes})
+
+            for k in facts.kernels:
                 per_kernel[k.name] = plausible_inputs(facts, k)
                 inputs.update(per_kernel[k.name])
-        tensors = dict(parse_input(f"{n}={v}") for n, v in inputs.items()) if inputs else None
         for n in inputs:
             shapes.pop(n, None)  # a tensor, not a size (`g` of a gate is not a group count)
-        report = suggest(path, shapes=shapes, top=TOP, entries=entries, inputs=tensors, strict_names=False)
-        for kr in report.kernels:
+        conflict = any(inputs.get(n) != v for ki in per_kernel.values() for n, v in ki.items())
+        if conflict:  # launchers that call the same name different tensors: one kernel at a time, as a user would
+            kernel_reports = []
+            for name, ki in per_kernel.items():
+                if by_name[name].device_function:
+                    continue
+                tensors = dict(parse_input(f"{n}={v}") for n, v in ki.items()) or None
+                kernel_reports += suggest(path, kernel=name, shapes=shapes, top=TOP, entries=entries, inputs=tensors, strict_names=False).kernels
+            host = suggest(path, shapes=shapes, top=TOP, entries=entries, strict_names=False).kernels
+            kernel_reports += [k for k in host if k.kernel == "<host code>"]
+        else:
+            tensors = dict(parse_input(f"{n}={v}") for n, v in inputs.items()) if inputs else None
+            kernel_reports = suggest(path, shapes=shapes, top=TOP, entries=entries, inputs=tensors, strict_names=False).kernels
+        for kr in kernel_reports:
             kf = by_name.get(kr.kernel)
             sized = "programs" in kr.bottleneck.numbers or kr.bottleneck.source != "estimate"
             out.kernels.append(KernelRun(

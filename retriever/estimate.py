@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from patterns.core.hardware import GPU
-from patterns.retriever.cache_model import l2_reuse
+from patterns.retriever.cache_model import kernel_env, l2_reuse
 from patterns.core.predicates import Subject, evaluate
 from patterns.core.facts_types import FileFacts, KernelFacts
 from patterns.core.records import Bottleneck
@@ -77,8 +77,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
         size.tensor_names |= {m for t in texts for m in re.findall(r"torch\.\w+_like\(\s*([A-Za-z_]\w*)", t)}
         # replay the launcher's assignments in line order; user shapes and inputs win
         for var, (line, expr) in sorted(assigns.items(), key=lambda kv: kv[1][0]):
-            if var in shapes or var in inputs:
-                continue
+            if var in shapes or var in inputs or expr.lstrip().startswith("lambda"):
+                continue  # a lambda is replayed where it is used (the grid)
             try:
                 env[var] = safe_eval(expr, env)
             except Unknown as exc:
@@ -89,7 +89,7 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
             if name == "num_warps" or name == "num_stages":
                 try:
                     setattr(size, name, int(safe_eval(expr, env)))
-                except Unknown:
+                except (Unknown, TypeError, ValueError):
                     pass
             elif name in params:
                 _bind(size, env, name, expr)
@@ -111,7 +111,7 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
             if k in ("num_warps", "num_stages"):
                 try:
                     setattr(size, k, int(v))
-                except ValueError:
+                except (TypeError, ValueError):
                     pass
             elif k != "source" and k not in size.binds:
                 try:
@@ -183,11 +183,19 @@ class _Shapes:
 
     def __init__(self, kernel: KernelFacts):
         self.env: dict[str, tuple] = {}
-        for var, (_, expr) in sorted(kernel.assigns.items(), key=lambda kv: kv[1][0]):
+        # first definitions, then the last ones: `offs = tl.where(offs < M, offs, 0)` keeps the shape `offs` had
+        for var, (_, expr) in sorted(kernel.first_assigns.items(), key=lambda kv: kv[1][0]):
             try:
                 self.env[var] = self.of(ast.parse(expr.strip(), mode="eval").body)
             except SyntaxError:
                 continue
+        for var, (_, expr) in sorted(kernel.assigns.items(), key=lambda kv: kv[1][0]):
+            try:
+                shape = self.of(ast.parse(expr.strip(), mode="eval").body)
+            except SyntaxError:
+                continue
+            if shape or var not in self.env:
+                self.env[var] = shape
 
     def parse(self, expr: str) -> tuple:
         try:
@@ -309,12 +317,15 @@ class BodyCost:
     dot_dtype: str = "bfloat16"
     elements: dict[str, int] = field(default_factory=dict)  # pointer param -> elements loaded/stored per program
     load_bytes: dict[int, float] = field(default_factory=dict)  # line of a tl.load -> bytes per program
+    dot_trips: int | None = None  # iterations of the loops around the first in-loop tl.dot
 
 
 def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], default_bytes: int) -> BodyCost:
     """Per-program bytes and FLOPs, multiplied through enclosing loop trip counts."""
     cost = BodyCost()
     shapes = _Shapes(kernel)
+    # the kernel's own scalar arithmetic (k_tiles = tl.cdiv(K, BLOCK_K)) sizes its loops too
+    binds = kernel_env(kernel, binds)
     loops = {lp.line: lp for lp in kernel.loops}
     trips: dict[int, int | None] = {line: _trip_count(lp.iter, binds) for line, lp in loops.items()}
     one_d: dict[str, int] = {}
@@ -355,6 +366,8 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
                 cost.unsized.append(f"tl.dot at line {c.line}")
                 continue
             cost.dot_flops += 2 * n * mult
+            if c.loops and cost.dot_trips is None:
+                cost.dot_trips = mult
             if any(dt == "float32" for dt in c.operand_dtypes):
                 prec = c.kwargs.get("input_precision", "").strip("'\"")
                 cost.dot_dtype = "float32" if prec == "ieee" or c.kwargs.get("allow_tf32") == "False" else "tf32"
@@ -405,6 +418,27 @@ _HOST = Condition.model_validate({"file_calls": {"name": [
     r"ctypes\.(PyDLL|pydll\.LoadLibrary)", r"ctypes\.pythonapi\..*",  # native calls that keep the GIL
     r".*\.item", r".*\.tolist", r"torch\.cuda\.synchronize",  # host syncs in a launcher
 ]}})
+
+
+_SYNC = re.compile(r"(^|\.)(item|tolist|cpu|numpy|synchronize)$|^torch\.cuda\.synchronize$")
+_GIL = re.compile(r"^ctypes\.(PyDLL|pydll\.LoadLibrary)|^ctypes\.pythonapi\.")
+
+
+def host_delays(facts: FileFacts, kernel: KernelFacts) -> list[str]:
+    """Host syncs and GIL-holding native calls that delay this kernel's launches: in the launching
+    function before the launch, or in a loop around it (a sync elsewhere in the file delays others)."""
+    out = []
+    for la in kernel.launches:
+        for c in facts.host_calls:
+            if c.function != la.function:
+                continue
+            if not (_SYNC.search(c.name) or _GIL.search(c.name)):
+                continue
+            shared_loop = set(c.loops) & set(la.loops)
+            if c.line < la.line or shared_loop:
+                where = f"in the loop at line {min(shared_loop)}" if shared_loop else f"before the launch at line {la.line}"
+                out.append(f"`{c.name.lstrip('.')}()` at line {c.line} {where}")
+    return list(dict.fromkeys(out))[:3]
 
 
 @dataclass
@@ -465,9 +499,9 @@ def estimate(
         found.append(Bottleneck(cls=BottleneckClass.numerics, rationale=[
             f"fp32 tl.dot at default precision (TF32 on NVIDIA) inside a loop at line {', '.join(map(str, numerics.lines))}: "
             "rounding of 2^-11 per product compounds over the chain"]))
-    host = evaluate(_HOST, subject)
-    if host.ok:
-        found.append(Bottleneck(cls=BottleneckClass.host, rationale=[f"host code blocks or syncs: {'; '.join(host.reasons)}"]))
+    delays = host_delays(facts, kernel)
+    if delays:
+        found.append(Bottleneck(cls=BottleneckClass.host, rationale=["host code blocks or syncs before this kernel's launch: " + "; ".join(delays)]))
     in_loop_launch = [la for la in kernel.launches if la.loops]
     if in_loop_launch:
         found.append(Bottleneck(cls=BottleneckClass.launch, rationale=[
@@ -484,8 +518,8 @@ def estimate(
         resident_by_regs = max(1, hw.regs_per_sm // (regs_per_thread * threads))
         resident = max(1, min(resident_by_regs, hw.max_threads_per_sm // threads, 32))
         slots = hw.sm_count * resident
-        reuse = l2_reuse(kernel, size.binds, cost.load_bytes, programs, slots, size.grid, hw.l2_mb * 1e6)
-        grouped = l2_reuse(kernel, size.binds, cost.load_bytes, programs, slots, size.grid, hw.l2_mb * 1e6, group=8)
+        reuse = l2_reuse(kernel, size.binds, cost.load_bytes, programs, slots, size.grid, hw.l2_mb * 1e6, trips=cost.dot_trips)
+        grouped = l2_reuse(kernel, size.binds, cost.load_bytes, programs, slots, size.grid, hw.l2_mb * 1e6, group=8, trips=cost.dot_trips)
         if grouped is not None and reuse is not None and not reuse.order.startswith("grouped"):
             nums["bytes_if_grouped"] = cost.bytes * programs - grouped.saved
         if reuse is not None:

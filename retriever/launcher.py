@@ -230,6 +230,8 @@ def safe_eval(expr: str | ast.AST, env: dict):
                     return base[lo:hi:st]
                 raise Unknown("slice")
             key = ev(n.slice)
+            if isinstance(base, dict) and key not in base:
+                raise Unknown(key if isinstance(key, str) and key.isidentifier() else "<key>")  # META['BLOCK']: a name to give
             if isinstance(base, (dict, tuple)):
                 return base[key]
             raise Unknown(dotted(n.value) or "subscript")
@@ -244,7 +246,7 @@ def safe_eval(expr: str | ast.AST, env: dict):
             if isinstance(base, Tensor) and n.attr in _ATTRS:
                 return _ATTRS[n.attr](base)
             raise Unknown(name or n.attr)
-        raise Unknown(type(n).__name__)
+        raise Unknown(f"<{type(n).__name__.lower()}>")  # not a name the user could give
 
     def call(n: ast.Call):
         name = dotted(n.func)

@@ -317,7 +317,8 @@ def suggest(
     host_patterns = [e for e in entries if is_file_scope(e.pattern.applies_when.conditions)]
     kernel_patterns = [e for e in entries if e not in host_patterns]
 
-    targets: list[KernelFacts | None] = list(facts.kernels)
+    # @triton.jit device functions (called from kernels, returning values) are analysed through their callers
+    targets: list[KernelFacts | None] = [k for k in facts.kernels if not k.device_function]
     if kernel is not None:
         targets = [k for k in facts.kernels if k.name == kernel]
         if not targets:

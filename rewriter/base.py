@@ -1,6 +1,6 @@
 """What every automatic rewrite is, and the one function that applies one.
 
-A rewrite is a libcst codemod (one file per rewrite in rewriter/codemods/,
+A rewrite is a libcst codemod on `edits.PlannedCodemod` (one file per rewrite in rewriter/codemods/,
 named after the pattern it applies) that edits kernel body, decorators and
 launcher together. `apply` is where the decisions around it live:
 
@@ -17,18 +17,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import libcst as cst
-from libcst.codemod import (
-    CodemodContext,
-    SkipFile,
-    TransformFailure,
-    TransformSkip,
-    TransformSuccess,
-    VisitorBasedCodemodCommand,
-    transform_module,
-)
+from libcst.codemod import CodemodContext, TransformFailure, TransformSkip, TransformSuccess, transform_module
 
 from patterns.core.facts import FactsError, extract_source
 from patterns.core.files import sha256_hex, write_atomic
@@ -43,33 +34,6 @@ class RewriteError(ValueError):
 
 class AlreadyApplied(RewriteError):
     """The kernel already applies the pattern: nothing to do."""
-
-
-class KernelCodemod(VisitorBasedCodemodCommand):
-    """Base of every rewrite. Subclasses set PATTERN and DESCRIPTION and edit with leave_* methods.
-
-    `self.facts` holds the file's facts and `self.kernel` the targeted kernel's;
-    `self.params` the validated parameters. Refuse with `SkipFile("reason")`.
-    """
-
-    PATTERN: ClassVar[str] = ""
-    DESCRIPTION: ClassVar[str] = ""
-    # which kernels a rewrite may target: a kernel for which this returns a reason is refused
-    def __init__(self, context: CodemodContext, facts: FileFacts, kernel: KernelFacts | None, params: dict[str, Any]):
-        super().__init__(context)
-        self.facts = facts
-        self.kernel = kernel
-        self.params = params
-
-    def refuse(self, reason: str) -> None:
-        raise SkipFile(reason)
-
-    # helpers most rewrites need -------------------------------------------------------
-    def in_target(self, node: cst.FunctionDef) -> bool:
-        return self.kernel is not None and node.name.value == self.kernel.name
-
-    def target_launchers(self) -> set[str]:
-        return {la.function for la in (self.kernel.launches if self.kernel else [])}
 
 
 @dataclass
@@ -172,13 +136,25 @@ def apply(pattern_id: str, source: str, path: str = "<string>", kernel: str | No
 
 
 def write_candidate(candidate: Candidate, path: Path) -> Path:
-    """Write atomically, keeping a backup; refuse if the file changed since it was analysed."""
+    """Write atomically, keeping a backup; refuse if the file changed since it was analysed.
+
+    The check and the write happen under an exclusive lock on the file itself, so of two
+    writers in that window the second finds the first's rewrite and refuses (no lost
+    rewrite). An existing FILE.orig is never overwritten: it holds the file as it was
+    before the first rewrite, which a second apply must not lose."""
+    import fcntl
     import shutil
 
-    current = path.read_text(encoding="utf-8")
-    if sha256_hex(current) != candidate.original_sha256:
-        raise RewriteError(f"{path}: changed since it was analysed; run apply again")
-    backup = path.with_name(path.name + ".orig")
-    shutil.copy2(path, backup)
-    write_atomic(path, candidate.source, keep_mode=True)
+    with open(path, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            current = path.read_text(encoding="utf-8")
+            if sha256_hex(current) != candidate.original_sha256:
+                raise RewriteError(f"{path}: changed since it was analysed; run apply again")
+            backup = path.with_name(path.name + ".orig")
+            if not backup.exists():
+                shutil.copy2(path, backup)
+            write_atomic(path, candidate.source, keep_mode=True)
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
     return backup

@@ -1,9 +1,12 @@
-"""Shared tools of the GEMM-family rewrites: planned edits, kernel expression reading, launches, templates.
+"""The codemod base every rewrite subclasses, and the analysis and edits rewrites share.
 
-A codemod plans on the original tree (in `plan`, called from visit_Module) and
-records edits keyed by the original nodes; `on_leave` applies them, so every
-site of a multi-site rewrite (decorators, kernel body, launcher) is decided
-before anything is changed, and a refusal never leaves a half-edit.
+A codemod (`PlannedCodemod`) plans on the original tree (in `plan`, called
+from visit_Module) and records edits keyed by the original nodes; `on_leave`
+applies them, so every site of a multi-site rewrite (decorators, kernel body,
+launcher) is decided before anything is changed, and a refusal never leaves a
+half-edit. A codemod may also edit in leave_* methods; they run before the
+planned edits of the same node. rewriter/README.md says how a rewrite and its
+cases are laid out.
 """
 from __future__ import annotations
 
@@ -15,10 +18,13 @@ from typing import Callable, Iterator
 import jinja2
 import libcst as cst
 import libcst.matchers as m
+from typing import Any, ClassVar
+
+from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 from libcst.metadata import PositionProvider
 
 from patterns.core.cst_facts import dotted  # noqa: F401 - re-exported to the codemods
-from patterns.rewriter.base import KernelCodemod
+from patterns.core.facts_types import FileFacts, KernelFacts
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 WIDTH = 120  # longest line the rewrites write before breaking a signature or a call
@@ -46,9 +52,20 @@ def stmts(text: str) -> list[cst.BaseStatement]:
 
 
 def render(pattern: str, template: str, **values) -> str:
+    """rewriter/templates/<pattern>/<template>, rendered."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / pattern), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     return env.get_template(template).render(**values)
+
+
+def render_stmts(pattern: str, template: str, **values) -> list[cst.BaseStatement]:
+    """A template rendered as statements; comments above the first one stay with it."""
+    return stmts(render(pattern, template, **values))
+
+
+def flat(node: cst.CSTNode | cst.FlattenSentinel) -> list:
+    """The statements an edit produced: one node, or those of a FlattenSentinel."""
+    return list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
 
 
 def unparen(text: str) -> str:
@@ -167,6 +184,20 @@ def insert_params(fn: cst.FunctionDef, where: list[tuple[int, cst.Param]], def_i
                     first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True, last_line=cst.SimpleWhitespace(def_indent + "    ")),
             )
     return new
+
+
+def param_separator(fn: cst.FunctionDef, source: str, positions, added: str, width: int = WIDTH) -> cst.Comma:
+    """The comma after the signature's last parameter before `added`: on the same line while it fits in
+    `width` columns, else a line break indented like that line's first parameter."""
+    params = list(fn.params.params)
+    last = params[-1]
+    line = positions(last).end.line
+    text = source.splitlines()[line - 1]
+    if len(text.rstrip()) + len(added) + 2 <= width:
+        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    col = min(positions(p).start.column for p in params if positions(p).start.line == line)
+    return cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=False, last_line=cst.SimpleWhitespace(" " * col)))
 
 
 def kwarg(name: str, value: str | cst.BaseExpression) -> cst.Arg:
@@ -426,6 +457,51 @@ def host_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.SimpleStatem
     return out
 
 
+def launcher_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
+    """name -> [(top-level statement of the launcher, the expression assigned to it)], pairwise for tuples."""
+    out: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
+    for stmt in host.body.body:
+        for assign in m.findall(stmt, m.Assign() | m.AugAssign()):
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[attr-defined]
+            val = assign.value  # type: ignore[attr-defined]
+            for tgt in targets:
+                if isinstance(tgt, cst.Name):
+                    out.setdefault(tgt.value, []).append((stmt, val))
+                elif isinstance(tgt, cst.Tuple):
+                    same = isinstance(val, cst.Tuple) and len(val.elements) == len(tgt.elements) and not any(
+                        isinstance(e, cst.StarredElement) for e in val.elements)
+                    for i, el in enumerate(tgt.elements):
+                        if isinstance(el.value, cst.Name):
+                            out.setdefault(el.value.value, []).append((stmt, val.elements[i].value if same else val))  # type: ignore[union-attr]
+    return out
+
+
+def pointer_bases(node: cst.BaseExpression, pointers: set[str], assigns: dict, calls: bool = True,
+                  seen: frozenset[str] = frozenset()) -> set[str]:
+    """Pointer parameters an address is based on: the terms of its sums (not of its products), through the
+    kernel's assignments (facts `assigns`: name -> (line, text)); with `calls`, also the pointer arguments of
+    calls (`tl.make_block_ptr(base=...)`). Unreadable text counts as every pointer."""
+    def walk(n: cst.BaseExpression, seen: frozenset[str]) -> set[str]:
+        if isinstance(n, cst.Name):
+            if n.value in pointers:
+                return {n.value}
+            if n.value not in assigns or n.value in seen:
+                return set()
+            try:
+                return walk(cst.parse_expression(assigns[n.value][1]), seen | {n.value})
+            except cst.ParserSyntaxError:
+                return set(pointers)
+        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.Add, cst.Subtract)):
+            return walk(n.left, seen) | walk(n.right, seen)
+        if isinstance(n, (cst.Subscript, cst.Attribute)):
+            return walk(n.value, seen)
+        if calls and isinstance(n, cst.Call):
+            return set().union(*(walk(a.value, seen) for a in n.args if a.keyword is None or a.keyword.value in ("base", "pointer")))
+        return set()
+
+    return walk(node, seen)
+
+
 SHAPE_CALLS = re.compile(r"\.shape\b|\.size\(|\.numel\(|\blen\(")
 
 
@@ -475,7 +551,7 @@ class Launch:
         return True
 
 
-def find_launch(codemod: KernelCodemod, module: cst.Module, line: int, params: list[str]) -> Launch:
+def find_launch(codemod: PlannedCodemod, module: cst.Module, line: int, params: list[str]) -> Launch:
     """The launch on `line` of a top-level launcher, with its arguments mapped onto kernel parameters."""
     for host in module.body:
         if not isinstance(host, cst.FunctionDef):
@@ -506,6 +582,22 @@ def find_launch(codemod: KernelCodemod, module: cst.Module, line: int, params: l
     raise AssertionError  # unreachable
 
 
+def only_launch(codemod: PlannedCodemod, module: cst.Module) -> tuple[Launch, cst.BaseExpression, cst.SimpleStatementLine | None]:
+    """The target kernel's one launch in the file, its grid (read through a name assigned once) and the
+    statement assigning that name (None for an inline grid)."""
+    k = codemod.kernel
+    if len(k.launches) != 1:
+        codemod.refuse(f"{k.name} is launched {len(k.launches)}× in this file: one launch must change with the kernel")
+    la = find_launch(codemod, module, k.launches[0].line, [p.name for p in k.params])
+    grid, grid_stmt = la.grid, None
+    if isinstance(grid, cst.Name):
+        found = la.assigns.get(grid.value, [])
+        if len(found) != 1:
+            codemod.refuse(f"the grid `{grid.value}` is assigned {len(found)}× in {la.host.name.value}")
+        grid_stmt, grid = found[0]
+    return la, grid, grid_stmt
+
+
 # --------------------------------------------------------------------------------------
 # the planned-edit codemod
 # --------------------------------------------------------------------------------------
@@ -519,26 +611,63 @@ class _Edit:
     removed: bool = False
 
 
-class PlannedCodemod(KernelCodemod):
-    """Plan every edit on the original tree first (`plan`), then apply them while leaving nodes."""
+class PlannedCodemod(VisitorBasedCodemodCommand):
+    """The base of every rewrite: plan every edit on the original tree first (`plan`), then apply them.
 
+    Subclasses set PATTERN (the pattern id, equal to the file name) and
+    DESCRIPTION, and define `plan(module)`. There `self.facts` holds the file's
+    facts, `self.kernel` the targeted kernel's, `self.fn` its FunctionDef,
+    `self.body` its assignments (Body) and `self.params` the validated
+    parameters. Refuse with `self.refuse("reason")`: nothing is changed then.
+    A rewrite of host code only (no kernel) sets SCOPE = "file".
+    """
+
+    PATTERN: ClassVar[str] = ""
+    DESCRIPTION: ClassVar[str] = ""
+    SCOPE: ClassVar[str] = "kernel"  # "kernel": refuses a file without a top-level target kernel; "file": host code
     METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, context: CodemodContext, facts: FileFacts, kernel: KernelFacts | None, params: dict[str, Any]):
+        super().__init__(context)
+        self.facts = facts
+        self.kernel = kernel
+        self.params = params
+
+    def refuse(self, reason: str) -> None:
+        raise SkipFile(reason)
+
+    def in_target(self, node: cst.FunctionDef) -> bool:
+        return self.kernel is not None and node.name.value == self.kernel.name
+
+    def target_launchers(self) -> set[str]:
+        return {la.function for la in (self.kernel.launches if self.kernel else [])}
 
     def line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(PositionProvider, node).start.line
 
+    def end_line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).end.line
+
+    def launch_in(self, host: cst.FunctionDef, line: int) -> tuple[cst.Call, int]:
+        """The launch call on `line` of `host`, and the index of the top-level statement of host that holds it."""
+        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
+        if call is None:  # pragma: no cover - facts and tree agree on lines
+            self.refuse(f"cannot find the launch on line {line}")
+        return call, next(i for i, s in enumerate(host.body.body) if self.line(s) <= line <= self.end_line(s))  # type: ignore[return-value]
+
     def visit_Module(self, node: cst.Module) -> None:
-        if self.kernel is None:
-            self.refuse("the file has no Triton kernel")
         self.quote = quote_of(node)
         self._edits: dict[int, _Edit] = {}
         self._carry: list[cst.EmptyLine] = []
         self._carried: dict[int, list[cst.EmptyLine]] = {}
-        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == self.kernel.name), None)
-        if fn is None:
-            self.refuse(f"{self.kernel.name} is not a top-level function of the file")
-        self.fn = fn
-        self.body = Body.of(fn)
+        if self.SCOPE == "kernel":
+            if self.kernel is None:
+                self.refuse("the file has no Triton kernel")
+            fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == self.kernel.name), None)
+            if fn is None:
+                self.refuse(f"{self.kernel.name} is not a top-level function of the file")
+            self.fn = fn
+            self.body = Body.of(fn)
         self.plan(node)
 
     def plan(self, module: cst.Module) -> None:  # pragma: no cover - every rewrite defines it

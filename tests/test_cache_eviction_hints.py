@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from patterns.core.library import LIBRARY_DIR
 from patterns.rewriter.base import RewriteError, apply
-from patterns.rewriter.codemods.cache_eviction_hints import _RECURRENT
 
 ROOT = Path(__file__).resolve().parents[1]
+_RECURRENT = (LIBRARY_DIR / "cache_eviction_hints" / "cases" / "recurrent.py").read_text(encoding="utf-8")
 
 
 def _hints(src: str) -> dict[str, str | None]:

@@ -19,6 +19,7 @@ import pytest
 
 from patterns import catalog
 from patterns.catalog import MARKER, CatalogError, render_catalog
+from patterns.core.cases import cases
 from patterns.core.library import Entry, load_library
 from patterns.core.schema import Reference
 
@@ -199,6 +200,11 @@ def test_pattern_page(site, entry):
         listings = {doc.inside(d, "summary")[0].text.split()[0]: doc.inside(d, "pre", "listing")[0].text for d in doc.find("details", "file")}
         assert listings["before.py"].splitlines() == before.splitlines()
         assert listings["after.py"].splitlines() == after.splitlines()
+
+    # the rewrite's refuse cases, each with its reason
+    refuses = [c for c in cases(entry.folder) if c.refuse is not None]
+    items = [" ".join(li.text.split()) for li in doc.find("li") if li.within(doc.find("ul", "refuses")[0])] if refuses else []
+    assert items == [" ".join(f"cases/{c.name}.py: {c.reason_text}{f' ({c.note})' if c.note else ''}".split()) for c in refuses]
 
     # Evidence: "project version path:start-end (symbol)" and the note
     refs = [" ".join(c.text.split()) for c in doc.find("code", "ref")]

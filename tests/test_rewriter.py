@@ -1,32 +1,32 @@
 """Rewrites, tested from the library: each pattern with an automatic rewrite is its own test data.
 
-For every rewrite: before.py rewritten equals before.fixed.py byte for byte
-(so comments and formatting outside the edit survive), the rewritten kernel
-agrees with reference.py under the interpreter, after.py is a reported no-op,
-and the codemod's REFUSES cases are refused with their reason.
+For every rewrite: after.py is byte for byte what apply writes on before.py
+(so comments and formatting outside the edit survive, and the catalog's
+before -> after diff is the rewrite's; tests/test_library.py runs after.py
+against reference.py), applying again is a reported no-op, and the pattern's cases (patterns/library/<id>/cases/, see patterns.core.cases)
+hold: each accept case rewrites to its .fixed.py byte for byte, each refuse
+case is refused with its reason.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from patterns.core.examples import run_file
+from patterns.core.cases import cases
 from patterns.core.library import LIBRARY_DIR, load_library
 from patterns.rewriter import REWRITES
 from patterns.rewriter.base import AlreadyApplied, RewriteError, apply, write_candidate
+from patterns.rewriter.edits import PlannedCodemod
 
 WITH_REWRITE = [e for e in load_library() if e.pattern.transformation.rewrite]
 IDS = [e.id for e in WITH_REWRITE]
-REFUSALS = [
-    pytest.param(name, src, reason, id=f"{name}-{i}")
-    for name, cls in sorted(REWRITES.items())
-    for i, (src, reason) in enumerate(getattr(cls, "REFUSES", []))
-]
+CASES = [c for e in WITH_REWRITE for c in cases(e.folder)]
+REFUSALS = [pytest.param(c, id=c.id) for c in CASES if c.refuse is not None]
+ACCEPTED = [pytest.param(c, id=c.id) for c in CASES if c.fixed is not None]
 
 
 def test_every_rewrite_belongs_to_a_pattern():
@@ -36,24 +36,11 @@ def test_every_rewrite_belongs_to_a_pattern():
 
 
 @pytest.mark.parametrize("entry", WITH_REWRITE, ids=IDS)
-def test_rewrite_of_before_matches_fixed(entry):
-    src = entry.file("before.py").read_text()
-    fixed = entry.file("before.fixed.py")
-    assert fixed.exists(), f"{fixed} holds the expected rewrite of before.py"
+def test_after_is_what_apply_writes_on_before(entry):
+    src = entry.file("before.py").read_text(encoding="utf-8")
     got = apply(entry.id, src, "before.py", kernel=entry.pattern.example.kernel or None).candidate.source
-    assert got == fixed.read_text()
-
-
-@pytest.mark.parametrize("entry", WITH_REWRITE, ids=IDS)
-def test_rewritten_kernel_matches_reference(entry, tmp_path):
-    if entry.pattern.example.gpu_only and not torch.cuda.is_available():
-        pytest.skip(f"GPU-only example: {entry.pattern.example.gpu_only}")
-    src = entry.file("before.py").read_text()
-    out = tmp_path / f"{entry.id}_rewritten.py"
-    out.write_text(apply(entry.id, src, "before.py", kernel=entry.pattern.example.kernel or None).candidate.source)
-    runs = run_file(entry, out, "rewritten", device="cuda" if torch.cuda.is_available() else "cpu")
-    bad = [r for r in runs if not r.passed]
-    assert not bad, f"{bad[0].shape} seed={bad[0].seed}: {bad[0].reason}"
+    assert got == entry.file("after.py").read_text(encoding="utf-8"), \
+        f"{entry.folder}/after.py is not what `patterns apply {entry.id} before.py` writes"
 
 
 @pytest.mark.parametrize("entry", WITH_REWRITE, ids=IDS)
@@ -62,10 +49,27 @@ def test_after_is_a_reported_noop(entry):
         apply(entry.id, entry.file("after.py").read_text(), "after.py", kernel=entry.pattern.example.kernel or None)
 
 
-@pytest.mark.parametrize(("name", "src", "reason"), REFUSALS)
-def test_codemod_refuses_unsupported_code(name, src, reason):
-    with pytest.raises(RewriteError, match=reason):
-        apply(name, src, "case.py")
+def test_every_codemod_is_a_planned_codemod():
+    """One base: the rewrites share planning, edits and refusals through rewriter/edits.py."""
+    assert not [name for name, cls in REWRITES.items() if not issubclass(cls, PlannedCodemod)]
+
+
+def test_every_rewrite_has_a_refuse_case():
+    """before.py -> after.py is every rewrite's first accept case; what it refuses is shown by a case."""
+    refused = {c.pattern for c in CASES if c.refuse is not None}
+    assert not [e.id for e in WITH_REWRITE if e.id not in refused]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in REWRITES.items() if c.SCOPE == "kernel"))
+def test_kernel_codemod_refuses_a_file_without_a_kernel(name):
+    with pytest.raises(RewriteError, match="no Triton kernel"):
+        apply(name, "def f():\n    return 1\n", "case.py")
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_codemod_refuses_unsupported_code(case):
+    with pytest.raises(RewriteError, match=case.refuse):
+        apply(case.pattern, case.source(), "case.py", kernel=case.kernel, params=case.params)
 
 
 # --------------------------------------------------------------------------------------
@@ -96,7 +100,7 @@ def test_apply_write_is_atomic_with_backup(tmp_path):
     f.write_text(TF32.joinpath("before.py").read_text())
     r = run_cli("apply", "tf32x3_dot_precision", f, "--write")
     assert r.returncode == 0, r.stderr
-    assert f.read_text() == TF32.joinpath("before.fixed.py").read_text()
+    assert f.read_text() == TF32.joinpath("after.py").read_text()
     assert (tmp_path / "k.py.orig").read_text() == TF32.joinpath("before.py").read_text()
     r = run_cli("apply", "tf32x3_dot_precision", f, "--write")
     assert r.returncode == 0 and "no-op" in r.stderr
@@ -110,6 +114,49 @@ def test_write_refuses_a_file_changed_since_analysis(tmp_path):
     with pytest.raises(RewriteError, match="changed since it was analysed"):
         write_candidate(cand, f)
     assert f.read_text().endswith("# edited meanwhile\n")
+
+
+def test_a_second_write_keeps_the_first_original(tmp_path):
+    f = tmp_path / "k.py"
+    original = TF32.joinpath("before.py").read_text()
+    f.write_text(original)
+    write_candidate(apply("tf32x3_dot_precision", original, str(f)).candidate, f)
+    # the user goes back to an edited copy of the original and rewrites it again: FILE.orig still holds the first
+    edited = original + "\n# edited\n"
+    f.write_text(edited)
+    cand = apply("tf32x3_dot_precision", edited, str(f)).candidate
+    assert write_candidate(cand, f) == tmp_path / "k.py.orig"
+    assert (tmp_path / "k.py.orig").read_text() == original
+
+
+def test_two_writers_in_the_check_to_write_window_lose_no_rewrite(tmp_path):
+    import fcntl
+    import threading
+
+    f = tmp_path / "k.py"
+    f.write_text(TF32.joinpath("before.py").read_text())
+    first = apply("tf32x3_dot_precision", f.read_text(), str(f)).candidate
+    second = apply("tf32x3_dot_precision", f.read_text(), str(f)).candidate
+    outcome = {}
+    with open(f, "rb") as held:  # the first writer holds the file's lock, inside its window
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        def other():
+            try:
+                write_candidate(second, f)
+                outcome["second"] = "wrote"
+            except RewriteError as e:
+                outcome["second"] = str(e)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(timeout=1.0)
+        assert t.is_alive()  # waits for the lock instead of writing
+        f.write_text(first.source)  # the first writer's rewrite lands
+        fcntl.flock(held, fcntl.LOCK_UN)
+    t.join(timeout=30)
+    assert "changed since it was analysed" in outcome["second"]
+    assert f.read_text() == first.source
 
 
 @pytest.mark.parametrize(
@@ -142,22 +189,35 @@ def test_apply_bad_input_one_line_exit_2_file_untouched(args, message, tmp_path)
 
 
 # --------------------------------------------------------------------------------------
-# more kernels than the examples: every codemod's ACCEPTS sources rewrite
+# more kernels than the examples: every accept case rewrites to its .fixed.py
 # --------------------------------------------------------------------------------------
 
-ACCEPTED = [
-    pytest.param(name, src, id=f"{name}-{i}")
-    for name, cls in sorted(REWRITES.items())
-    for i, src in enumerate(getattr(cls, "ACCEPTS", []))
-]
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_codemod_accepts_more_kernels(case):
+    """apply() itself checks that the result parses and satisfies present_when; the output is the .fixed.py."""
+    got = apply(case.pattern, case.source(), "case.py", kernel=case.kernel, params=case.params).candidate.source
+    assert got != case.source()
+    assert got == case.fixed.read_text(encoding="utf-8"), f"{case.fixed} is not what apply writes"
 
 
-@pytest.mark.parametrize(("name", "src"), ACCEPTED)
-def test_codemod_accepts_more_kernels(name, src):
-    """apply() itself checks that the result parses and satisfies present_when; the source must change."""
-    from patterns.core.facts import extract_source
-    from patterns.core.library import get, present
+RUNS = [pytest.param(c, id=c.id) for c in CASES if c.fixed is not None and c.run]
 
-    got = apply(name, src, "case.py").candidate.source
-    assert got != src
-    assert present(get(name).pattern, extract_source(got, "case.py")).ok
+
+@pytest.mark.parametrize("case", RUNS)
+def test_accept_case_agrees_with_its_input(case):
+    """The `# run:` reference run: the rewritten case computes what the case itself computes."""
+    from patterns.core import interpreter
+    from patterns.core.cases import run_call
+    from patterns.core.examples import compare, load_module
+    from patterns.core.library import get
+
+    ex = get(case.pattern).pattern.example
+    if ex.gpu_only and not torch.cuda.is_available():
+        pytest.skip(f"GPU-only example: {ex.gpu_only}")
+    interpreter.enable()
+    entry, inputs = run_call(case)
+    want = getattr(load_module(case.path, "_case"), entry)(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
+    got = getattr(load_module(case.fixed, "_fixed"), entry)(**inputs)
+    ok, aerr, _, reason = compare(got, want, ex.atol, ex.rtol)
+    assert ok, f"{case.id}: {reason} (max abs error {aerr:.3g})"

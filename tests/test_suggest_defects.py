@@ -304,8 +304,10 @@ def test_block_pointers_gated_on_triton_and_report_says_which(tmp_path):
     p = tmp_path / "gemm.py"
     p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
     entries = [e for e in load_library() if e.id in ("block_pointers", "tma_tensor_descriptors")]
-    old = suggest(p, inputs=_inputs(8192), entries=entries, triton="3.4.0", top=10)
-    new = suggest(p, inputs=_inputs(8192), entries=entries, triton="3.9.0", top=10)
+    # unsized: the bottleneck is unknown and the patterns rank on code evidence alone
+    old = suggest(p, entries=entries, triton="3.4.0", top=10)
+    new = suggest(p, entries=entries, triton="3.9.0", top=10)
+    assert old.kernels[0].bottleneck.rationale[0].startswith("bottleneck unknown")
     assert old.triton == "3.4.0" and new.triton == "3.9.0"
     assert "block_pointers" in [s.pattern_id for s in old.kernels[0].suggestions]
     assert "block_pointers" not in [s.pattern_id for s in new.kernels[0].suggestions]
@@ -423,3 +425,187 @@ def test_block_smaller_than_the_row_warns():
     assert len(warn) == 2 and "BLOCK=1024 < n_cols=4096 at line 11: `tl.load`" in warn[0]
     fits = estimate(f, f.kernels[0], H200, {}, inputs=parse_inputs(["x=4096x1000:bf16"]))
     assert not [r for r in fits.primary.rationale if r.startswith("warning:")]
+
+
+# --------------------------------------------------------------------------------------
+# what is a kernel: device helpers, nested grid functions
+# --------------------------------------------------------------------------------------
+
+HELPER = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _silu(x):
+        return x * tl.sigmoid(x)
+
+
+    @triton.jit
+    def act_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, _silu(tl.load(x_ptr + offs, mask=m)), mask=m)
+
+
+    def act(x, BLOCK: int = 1024):
+        y = torch.empty_like(x)
+        n = x.numel()
+        def grid(meta):
+            return (triton.cdiv(n, meta["BLOCK"]),)
+        act_kernel[grid](x, y, n, BLOCK=BLOCK)
+        return y
+''')
+
+
+def test_device_helpers_are_not_reported_as_kernels(tmp_path):
+    from patterns.retriever.retrieve import suggest
+
+    f = extract_source(HELPER, "act.py")
+    assert [k.name for k in f.kernels if k.device_function] == ["_silu"]
+    p = tmp_path / "act.py"
+    p.write_text(HELPER)
+    assert [k.kernel for k in suggest(p, entries=[]).kernels] == ["act_kernel"]
+
+
+def test_nested_grid_function_is_replayed():
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(HELPER, "act.py")
+    k = next(k for k in f.kernels if k.name == "act_kernel")
+    a = estimate(f, k, H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 1024
+
+
+ALIASED = _src('''
+    import torch
+    from mypkg.triton_utils import tl, triton
+
+
+    def my_jit(fn):
+        return triton.jit(fn, do_not_specialize=["n"])
+
+
+    def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+    copy_kernel_jit = triton.jit(copy_kernel)
+
+
+    @my_jit
+    def fill_kernel(y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)
+
+
+    def copy(x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        copy_kernel_jit[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        fill_kernel[(triton.cdiv(n, 1024),)](y, n, BLOCK=1024)
+        return y
+''')
+
+
+def test_triton_through_reexports_assignments_and_wrappers():
+    """`from pkg.triton_utils import tl, triton`, `g = triton.jit(f)` and `@my_jit` are all Triton."""
+    f = extract_source(ALIASED, "copy.py")
+    kernels = {k.name: k for k in f.kernels}
+    assert set(kernels) == {"copy_kernel", "fill_kernel"}
+    assert {c.name for c in kernels["copy_kernel"].calls} >= {"tl.load", "tl.store", "tl.program_id", "tl.arange"}
+    assert [la.line for la in kernels["copy_kernel"].launches] == [26]
+    assert [la.line for la in kernels["fill_kernel"].launches] == [27]
+
+
+SYNCS = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def first_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+    @triton.jit
+    def second_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    def first(x):
+        n = x.numel()
+        first_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+        return x
+
+
+    def second(x):
+        n = int(x.sum().item())
+        second_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+        return x
+''')
+
+
+def test_host_sync_is_attributed_to_the_launch_it_delays():
+    """One `.item()` in a launcher made every kernel of the file host-bound."""
+    f = extract_source(SYNCS, "syncs.py")
+    k = {k.name: k for k in f.kernels}
+    first = estimate(f, k["first_kernel"], H200, {})
+    second = estimate(f, k["second_kernel"], H200, {})
+    assert BottleneckClass.host not in first.classes
+    host = next(b for b in [second.primary, *second.others] if b.cls == BottleneckClass.host)
+    assert "`item()` at line 25 before the launch at line 26" in host.rationale[0]
+
+
+SOFTMAX = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        m = float("-inf")
+        d = 0.0
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+            m = m_new
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+            tl.store(y_ptr + row * n_cols + cols, tl.exp(x - m) / d, mask=cols < n_cols)
+
+
+    def softmax(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        softmax_kernel[(n_rows,)](x, y, n_cols, BLOCK=1024)
+        return y
+''')
+
+
+def test_rewrites_that_would_refuse_say_so(tmp_path):
+    """`rewrite: split_kv_lse_merge` was listed for a softmax that `apply` then refused."""
+    from patterns import api
+    from patterns.rewriter.base import RewriteError, apply
+
+    p = tmp_path / "softmax.py"
+    p.write_text(SOFTMAX)
+    report = api.suggest_report(p, top=27)
+    with_rewrite = [s for s in report.kernels[0].suggestions if s.rewrite]
+    assert with_rewrite
+    for s in with_rewrite:  # the note agrees with what apply does
+        try:
+            apply(s.pattern_id, SOFTMAX, str(p), kernel="softmax_kernel")
+            assert s.rewrite_refusal == "", s.pattern_id
+        except RewriteError:
+            assert s.rewrite_refusal, s.pattern_id

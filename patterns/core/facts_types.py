@@ -95,10 +95,13 @@ class KernelFacts(_Facts):
     origins: dict[str, str] = Field(default_factory=dict, description="local variable -> producing call")
     pid_deps: dict[str, list[int]] = Field(default_factory=dict, description="local variable -> program_id axes it depends on")
     assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, last assigned expression)")
+    first_assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, first assigned expression), where it differs from the last (`x = f(x)` refinements)")
     accumulates: dict[str, list[str]] = Field(default_factory=dict, description="variable -> augmented assignments, 'add:<expr>'")
     launches: list[LaunchFacts] = Field(default_factory=list)
     helpers: list[str] = Field(default_factory=list)
     loaded: list[str] = Field(default_factory=list, description="local variables whose value derives from a load from memory (tl.load, desc.load)")
+    returns_value: bool = Field(False, description="has `return <value>`: a device function (kernels return nothing)")
+    device_function: bool = Field(False, description="a @triton.jit helper, not a kernel: returns a value, or is called by a kernel of the file and never launched in it")
 
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]

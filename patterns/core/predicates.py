@@ -1413,6 +1413,7 @@ def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
     """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
     made = [v for v, (ln, _) in k.assigns.items() if ln == line]
     texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    texts += [e.partition(":")[2] for exprs in k.accumulates.values() for e in exprs]
     for v in made:
         of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
         sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
@@ -1584,12 +1585,16 @@ def short_constant_loop(s: Subject, *, max_trip: int = 16) -> Verdict:
 
 
 @predicate()
-def masked_loop_loads(s: Subject) -> Verdict:
-    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile)."""
+def masked_loop_loads(s: Subject, *, bound: list[str] | None = None) -> Verdict:
+    """Loads in a loop whose mask depends on the loop index (the tail check `i + o < K` repeated on every tile); bound: only loops whose range names a runtime parameter matching these (model dimensions such as K, D, hidden, not token counts)."""
     k = _kernel(s)
+    # a constexpr bound already tells the compiler whether the tail exists: only runtime bounds count
+    params = {p.name for p in k.params if not p.constexpr}
     hits = []
     for lp in k.loops:
         if lp.kind == "tl.static_range":
+            continue
+        if bound is not None and not any(_matches_any(n, bound) for n in set(re.findall(r"[A-Za-z_]\w*", lp.iter)) & params):
             continue
         for c in k.calls:
             if c.name != "tl.load" or c.via or not c.loops or c.loops[-1] != lp.line:
@@ -1600,19 +1605,38 @@ def masked_loop_loads(s: Subject) -> Verdict:
     return _hit(hits, "masked tl.load whose mask moves with the loop index")
 
 
+def _add_terms(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _add_terms(node.left) + _add_terms(node.right)
+    return [node]
+
+
 @predicate()
 def indirect_offset_load(s: Subject) -> Verdict:
-    """A block load whose address adds a value the kernel loaded (a start offset, a page index, a token id): the compiler cannot prove its alignment."""
+    """A block load whose address adds, unscaled, an element offset the kernel loaded (`x + start + o` with start from cu_seqlens or an index table): nothing tells the compiler that offset is aligned, so the load cannot vectorise."""
     k = _kernel(s)
     loaded = set(k.loaded)
+
+    def lanes(text: str) -> bool:
+        reach = _expand_names(k, text, 6)
+        return "tl.arange" in text or any(k.origins.get(n) == "tl.arange" or "tl.arange" in k.assigns.get(n, (0, ""))[1] for n in reach)
+
     hits = []
     for c in k.calls_named("tl.load", "tl.store"):
         if not c.args or c.via:
             continue
-        names = _expand_names(k, c.args[0], 3)
-        if names & loaded and ("tl.arange" in c.args[0] or any(k.origins.get(n) == "tl.arange" for n in names)):
+        text = c.args[0].strip()
+        if re.fullmatch(r"\w+", text) and text in k.assigns:
+            text = k.assigns[text][1]
+        node = _parse(text)
+        if node is None or not lanes(text):
+            continue
+        terms = _add_terms(node)
+        # a bare loaded name (or a parenthesised sum containing one) added to the address
+        flat = [t for term in terms for t in _add_terms(term)]
+        if any(isinstance(t, ast.Name) and t.id in loaded and k.origins.get(t.id) == "tl.load" for t in flat):
             hits.append(c)
-    return _hit(hits, "block access at an offset loaded from memory")
+    return _hit(hits, "block access at an unscaled offset loaded from memory")
 
 
 @predicate()
@@ -1654,6 +1678,25 @@ def optional_operand_flag(s: Subject) -> Verdict:
             if name in constexprs and none_test.search(text):
                 return Verdict(ok=True, lines=[la.line], reasons=[f"launch sets {name} = `{' '.join(text.split())[:50]}` (line {la.line})"])
     return Verdict(ok=False, reasons=["no constexpr flag for an optional operand"])
+
+@predicate()
+def chunked_row_loop(s: Subject) -> Verdict:
+    """A loop walks a runtime length in steps of a tl.constexpr block (`range(0, D, BLOCK)`) and reduces what it loads there (tl.sum/max/min or `acc +=`): a row tiled in fixed-size chunks instead of one block the width of the row."""
+    k = _kernel(s)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    consts = set(k.constexprs)
+    for lp in k.loops:
+        if lp.kind not in ("range", "tl.range") or len(lp.args) < 3:
+            continue
+        if not (set(re.findall(r"[A-Za-z_]\w*", lp.args[1])) & runtime) or not (set(re.findall(r"[A-Za-z_]\w*", lp.args[2])) & consts):
+            continue
+        inside = [c for c in k.calls if lp.line in c.loops]
+        if any(_called(c, ("tl.dot",)) for c in inside):
+            continue  # a GEMM's K loop, not a row
+        reduces = any(c.name in _REDUCTIONS for c in inside) or any(v in k.accumulates for v in lp.assigned)
+        if reduces and any(c.name == "tl.load" for c in inside):
+            return Verdict(ok=True, lines=[lp.line], reasons=[f"loop `{lp.iter}` reduces the row in chunks (line {lp.line})"])
+    return Verdict(ok=False, reasons=["no loop reducing a row in constexpr-sized chunks"])
 
 # ======================================================================================
 # end of the p14a block
@@ -1955,3 +1998,63 @@ def partial_row_stats(s: Subject) -> Verdict:
     if a and b:
         return Verdict(ok=True, lines=sorted({a.line, b.line}), reasons=[f"partial max and sum-exp stored per (row, split) (lines {a.line}, {b.line})"])
     return Verdict(ok=False, reasons=["no partial max and sum-exp stored per program pair"])
+
+
+
+def _int64_names(k: KernelFacts) -> set[str]:
+    """Variables holding int64 values: cast with .to(tl.int64), or computed from one that is."""
+    wide: set[str] = set()
+    for _ in range(4):  # through a few levels of assignments
+        for var, (_, text) in k.assigns.items():
+            if "int64" in text or any(re.search(rf"\b{re.escape(w)}\b", text) for w in wide):
+                wide.add(var)
+    return wide
+
+
+def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4) -> list[str]:
+    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value."""
+    tree = _parse(text)
+    if tree is None:
+        return []
+    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
+    pids = {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
+            and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+
+    def narrow_pid(node: ast.expr) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in pids:
+                return True
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.program_id" and "int64" not in ast.unparse(node):
+                return True
+        return False
+
+    def reads_runtime(node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in runtime for n in ast.walk(node))
+
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            if (narrow_pid(n.left) and reads_runtime(n.right)) or (narrow_pid(n.right) and reads_runtime(n.left)):
+                out.append(ast.unparse(n))
+        elif isinstance(n, ast.Name) and depth and n.id in k.assigns and n.id not in pids:
+            # through the assignment, even of an int64 value: `(i_b * T + i_t) * H + i_h` multiplies in int32
+            # before the int64 i_h joins
+            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1)
+    return out
+
+
+@predicate()
+def int32_pid_offsets(s: Subject, *, min_count: int = 1) -> Verdict:
+    """A load or store address multiplies a program id that is still int32 by a runtime value (`i_b * T * D`,
+    `pid * stride`): past 2^31 elements the product wraps and the address goes negative. Program ids cast with
+    `.to(tl.int64)`, and values computed from them, are int64."""
+    k = _kernel(s)
+    wide = _int64_names(k)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    hits = []
+    for c in k.calls:
+        if c.name in ("tl.load", "tl.store") or c.name.startswith("tl.atomic_"):
+            address = c.args[0] if c.args else c.kwargs.get("pointer", "")
+            if _int32_pid_products(k, address, wide, runtime):
+                hits.append(c)
+    return _hit(hits, "address with an int32 program id times a runtime stride", min_count)

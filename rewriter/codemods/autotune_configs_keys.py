@@ -31,7 +31,6 @@ import libcst as cst
 import libcst.matchers as m
 
 from patterns.rewriter.edits import PlannedCodemod, block_dims, code, expr, find_launch, insert_params, kwarg, new_param, render, stmts
-from patterns.rewriter.samples import GEMM_NAIVE as _GEMM_NAIVE
 
 ROLES = {"M": re.compile(r"B(LOCK_(SIZE_)?)?M"), "N": re.compile(r"B(LOCK_(SIZE_)?)?N"), "K": re.compile(r"B(LOCK_(SIZE_)?)?K")}
 # (BM, BN, BK, num_warps, num_stages): decode-sized tiles first, prefill-sized last. Every entry of
@@ -50,164 +49,6 @@ SPACES = {
     ],
 }
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
-
-_SINGLE_CONFIG = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.autotune(configs=[triton.Config({"BM": 64, "BN": 64, "BK": 32}, num_warps=4, num_stages=3)], key=[])
-@triton.jit
-def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(0, K, BK):
-        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
-        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=((k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
-        b_acc = tl.dot(b_a, b_b, b_acc)
-    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def matmul(a, b):
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty(M, N, device=a.device, dtype=torch.float32)
-    grid = lambda meta: (triton.cdiv(M, meta["BM"]), triton.cdiv(N, meta["BN"]))  # noqa: E731
-    matmul_kernel[grid](a, b, c, M, N, K)
-    return c
-'''
-
-# the K tile covers the whole (small) K: the kernel has no K loop, so BK may not be tuned down
-_BK_FROM_SHAPE = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def rowwise_linear_kernel(x, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_x = tl.load(x + o_m[:, None] * K + o_k[None, :], mask=(o_m[:, None] < M) & (o_k[None, :] < K), other=0.0)
-    b_w = tl.load(w + o_k[:, None] * N + o_n[None, :], mask=(o_k[:, None] < K) & (o_n[None, :] < N), other=0.0)
-    tl.store(y + o_m[:, None] * N + o_n[None, :], tl.dot(b_x, b_w), mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def rowwise_linear(x, w):
-    M, K = x.shape
-    N = w.shape[1]
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
-    BM, BN = 32, 64
-    BK = triton.next_power_of_2(K)
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
-    rowwise_linear_kernel[grid](x, w, y, M, N, K, BM=BM, BN=BN, BK=BK)
-    return y
-'''
-
-# the grid is a tile count the launcher computed from BM and BN before the launch
-_TILE_COUNT = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid = tl.program_id(0)
-    num_pid_n = tl.cdiv(N, BN)
-    i_m, i_n = pid // num_pid_n, pid % num_pid_n
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(0, K, BK):
-        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
-        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=((k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
-        b_acc = tl.dot(b_a, b_b, b_acc)
-    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def matmul(a, b):
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty(M, N, device=a.device, dtype=torch.float32)
-    BM, BN, BK = 64, 64, 32
-    num_tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
-    matmul_kernel[(num_tiles,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK)
-    return c
-'''
-
-# nn.Linear-shaped weight: one grid literal (64) matches both BM and BN
-_AMBIGUOUS_GRID = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def linear_kernel(x, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(0, K, BK):
-        b_x = tl.load(x + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
-        b_w = tl.load(w + o_n[:, None] * K + (k + o_k)[None, :], mask=(o_n[:, None] < N) & ((k + o_k)[None, :] < K), other=0.0)
-        b_acc = tl.dot(b_x, tl.trans(b_w), b_acc)
-    tl.store(y + o_m[:, None] * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def linear(x, w, out_features):
-    M, K = x.shape
-    y = torch.empty(M, out_features, device=x.device, dtype=torch.float32)
-    linear_kernel[(triton.cdiv(M, 64), triton.cdiv(w.shape[0], 64))](x, w, y, M, out_features, K, BM=64, BN=64, BK=32)
-    return y
-'''
-
-# tests/retrieval_set/skinny_gemm.py with an int8 weight scale: inline 2-D grid, the block names differ from the host's
-_SKINNY_W8 = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def w8_matmul_kernel(x, w, s, y, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    o_k = tl.arange(0, BLOCK_K)
-    b_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for i_k in range(0, K, BLOCK_K):
-        b_x = tl.load(x + o_m[:, None] * K + (i_k + o_k)[None, :], mask=(o_m[:, None] < M) & ((i_k + o_k)[None, :] < K), other=0.0)
-        b_w = tl.load(w + (i_k + o_k)[:, None] * N + o_n[None, :], mask=((i_k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0)
-        b_acc += tl.dot(b_x, b_w.to(b_x.dtype))
-    b_s = tl.load(s + o_n, mask=o_n < N, other=0.0)
-    tl.store(y + o_m[:, None] * N + o_n[None, :], b_acc * b_s[None, :], mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def w8_matmul(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    M, K = x.shape
-    N = w.shape[1]
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
-    bm, bn = 16, 128
-    w8_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](x, w, s, y, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_warps=8)
-    return y
-'''
-
-
-# the blocks as module-level constants, the grid counting tiles with their names (kernels/matmul/baseline.py)
-_MODULE_TILES = _GEMM_NAIVE.replace(
-    "\n\n@triton.jit", "\nBM, BN, BK = 128, 128, 64\n\n\n@triton.jit", 1,
-).replace("grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)", "grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)").replace(
-    "BM=128, BN=128, BK=64)", "BM=BM, BN=BN, BK=BK)")
 
 
 def _module_ints(module: cst.Module) -> dict[str, tuple[int, cst.SimpleStatementLine]]:
@@ -232,14 +73,6 @@ def _role(name: str) -> str | None:
 class AutotuneConfigsKeys(PlannedCodemod):
     PATTERN = "autotune_configs_keys"
     DESCRIPTION = "tile sizes chosen by @triton.autotune, keyed on the launcher's shape arguments"
-    REFUSES = [
-        (_SINGLE_CONFIG, r"matmul_kernel already has @triton.autotune \(1 config, key=\[\]\)"),
-        (_BK_FROM_SHAPE, r"BK is computed by the launcher \(`BK = triton.next_power_of_2\(K\)`"),
-        (_TILE_COUNT, r"BM is also used on line 28 \(`num_tiles = triton.cdiv\(M, BM\) \* triton.cdiv\(N, BN\)`\)"),
-        (_AMBIGUOUS_GRID, r"cannot tell which block `triton.cdiv\(w.shape\[0\], 64\)` counts"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_GEMM_NAIVE, _SKINNY_W8, _MODULE_TILES]
 
     def plan(self, module: cst.Module) -> None:
         k = self.kernel

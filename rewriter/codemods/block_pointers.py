@@ -30,98 +30,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from patterns.rewriter.edits import PlannedCodemod, code, expr, kwarg, names_in, paren, tile_mask, tile_pointer, unparen
-from patterns.rewriter.samples import GEMM_NAIVE as _GEMM_NAIVE
 
 _PURE = {"tl.arange", "tl.cdiv", "tl.minimum", "tl.maximum", "min", "max"}
-
-# paged KV: the rows of the tile are gathered through a block table read from memory
-_GATHER = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def paged_kv_gather_kernel(k_cache, block_table, out, T, D: tl.constexpr, BT: tl.constexpr):
-    i_b, i_t = tl.program_id(0), tl.program_id(1)
-    o_t = i_t * BT + tl.arange(0, BT)
-    o_d = tl.arange(0, D)
-    m_t = o_t < T
-    slot = tl.load(block_table + i_b * T + o_t, mask=m_t, other=0)
-    b_k = tl.load(k_cache + slot[:, None] * D + o_d[None, :], mask=m_t[:, None], other=0.0)
-    tl.store(out + (i_b * T + o_t[:, None]) * D + o_d[None, :], b_k, mask=m_t[:, None])
-
-
-def paged_kv_gather(k_cache, block_table):
-    B, T = block_table.shape
-    D = k_cache.shape[-1]
-    out = torch.empty(B, T, D, device=k_cache.device, dtype=k_cache.dtype)
-    paged_kv_gather_kernel[(B, triton.cdiv(T, 32))](k_cache, block_table, out, T, D=D, BT=32)
-    return out
-'''
-
-# causal attention scores: the store mask compares rows with columns, not one bound per axis
-_CAUSAL = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def causal_scores_kernel(q, k, s, T, D: tl.constexpr, BT: tl.constexpr):
-    i_t, i_s = tl.program_id(0), tl.program_id(1)
-    o_t = i_t * BT + tl.arange(0, BT)
-    o_s = i_s * BT + tl.arange(0, BT)
-    o_d = tl.arange(0, D)
-    m_t, m_s = o_t < T, o_s < T
-    b_q = tl.load(q + o_t[:, None] * D + o_d[None, :], mask=m_t[:, None], other=0.0)
-    b_k = tl.load(k + o_s[:, None] * D + o_d[None, :], mask=m_s[:, None], other=0.0)
-    b_s = tl.dot(b_q, tl.trans(b_k))
-    tl.store(s + o_t[:, None] * T + o_s[None, :], b_s, mask=(o_t[:, None] >= o_s[None, :]) & m_t[:, None] & m_s[None, :])
-
-
-def causal_scores(q, k):
-    T, D = q.shape
-    s = torch.zeros(T, T, device=q.device, dtype=torch.float32)
-    causal_scores_kernel[(triton.cdiv(T, 32), triton.cdiv(T, 32))](q, k, s, T, D=D, BT=32)
-    return s
-'''
-
-# autotune_configs_keys/before.py: c += a @ b through a named pointer p_c that is loaded and stored
-_MATMUL_ACC = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def matmul_acc_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    m_m, m_n = o_m < M, o_n < N
-    # [BM, BN]
-    b_acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        m_k = (k + o_k) < K
-        # [BM, BK]
-        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=m_m[:, None] & m_k[None, :], other=0.0)
-        # [BK, BN]
-        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=m_k[:, None] & m_n[None, :], other=0.0)
-        b_acc = tl.dot(b_a, b_b, b_acc)
-    p_c = c + o_m[:, None] * N + o_n[None, :]
-    m_c = m_m[:, None] & m_n[None, :]
-    b_c = tl.load(p_c, mask=m_c, other=0.0).to(tl.float32) + b_acc
-    tl.store(p_c, b_c.to(c.dtype.element_ty), mask=m_c)
-
-
-def matmul_acc_(c, a, b):
-    M, K = a.shape
-    N = b.shape[1]
-    matmul_acc_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BM=32, BN=32, BK=32)
-    return c
-'''
 
 
 @dataclass
@@ -143,12 +53,6 @@ class _Access:
 class BlockPointers(PlannedCodemod):
     PATTERN = "block_pointers"
     DESCRIPTION = "tiled pointer-arithmetic loads and stores as tl.make_block_ptr + tl.advance + boundary_check"
-    REFUSES = [
-        (_GATHER, r"the load on line 14 reads rows gathered through `slot`, loaded from memory: not a tile"),
-        (_CAUSAL, r"the store on line 17 has a mask that is not one bound per axis"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_GEMM_NAIVE, _MATMUL_ACC]
 
     def plan(self, module: cst.Module) -> None:
         k, body, fn = self.kernel, self.body, self.fn

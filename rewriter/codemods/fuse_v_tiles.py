@@ -15,40 +15,15 @@ to need BV > max_block.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-import jinja2
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import PositionProvider
 
 from patterns.core.predicates import PREDICATES, Subject
-from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import code
+from patterns.rewriter.edits import PlannedCodemod, code, flat, launcher_assigns, pid_call, render_stmts
 
 BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
 # the per-head work every V tile repeats (pattern.yaml applies_when: repeated_per_tile)
 PROLOGUE_OPS = ["tl.sum", "tl.sqrt", "tl.rsqrt", "tl.exp", "tl.log", "tl.sigmoid", "softplus"]
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "fuse_v_tiles"
-
-
-def _render(name: str, **values) -> list[cst.BaseStatement]:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    module = cst.parse_module(env.get_template(name).render(**values))
-    body = list(module.body)
-    # comments above the first statement are the module's header: give them back to it
-    body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
-    return body
-
-
-def _pid_axis(expr: cst.BaseExpression) -> int | None:
-    """a for `tl.program_id(a)` or `tl.program_id(a).to(...)`."""
-    if m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("to")))):
-        expr = expr.func.value  # type: ignore[union-attr]
-    if m.matches(expr, m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("program_id")), args=[m.Arg(value=m.Integer())])):
-        return int(expr.args[0].value.value)  # type: ignore[union-attr]
-    return None
 
 
 def _tile_offset(expr: cst.BaseExpression, block: str) -> str | None:
@@ -77,231 +52,13 @@ def _int_value(text: str, constants: dict[str, str], local: dict[str, tuple[int,
     return None
 
 
-_UNMASKED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def gated_delta_decode_fwd_kernel(q, k, v, g, beta, h, o, scale, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    i_v, i_nh = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_v = i_v * BV + tl.arange(0, BV)
-    b_q = tl.load(q + i_nh * K + o_k).to(tl.float32)
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    b_q = b_q / tl.sqrt(tl.sum(b_q * b_q) + 1e-6) * scale
-    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
-    b_g = tl.exp(tl.load(g + i_nh).to(tl.float32))
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h) * b_g
-    b_v = (tl.load(v + i_nh * V + o_v).to(tl.float32) - tl.sum(b_h * b_k[:, None], axis=0)) * tl.load(beta + i_nh)
-    b_h += b_k[:, None] * b_v[None, :]
-    tl.store(p_h, b_h)
-    tl.store(o + i_nh * V + o_v, tl.sum(b_h * b_q[:, None], axis=0).to(o.dtype.element_ty))
-
-
-def gated_delta_decode(q, k, v, g, beta, h):
-    B, HV, K = k.shape
-    V = v.shape[-1]
-    o = torch.empty_like(v)
-    gated_delta_decode_fwd_kernel[(triton.cdiv(V, 32), B * HV)](q, k, v, g, beta, h, o, K**-0.5, HV=HV, K=K, V=V, BV=32)
-    return o
-'''
-
-_FOLDED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def recurrent_decode_kernel(q, k, v, h, o, NV, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    # one flat grid: the V tile and the head share program_id(0)
-    pid = tl.program_id(0).to(tl.int64)
-    i_nh, i_v = pid // NV, pid % NV
-    o_k = tl.arange(0, K)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_v = o_v < V
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
-    tl.store(p_h, b_h, mask=m_v[None, :])
-    tl.store(o + i_nh * V + o_v, tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0), mask=m_v)
-
-
-def recurrent_decode(q, k, v, h):
-    B, H, K = q.shape
-    V = v.shape[-1]
-    o = torch.empty_like(v)
-    NV = triton.cdiv(V, 32)
-    recurrent_decode_kernel[(NV * B * H,)](q, k, v, h, o, NV, K=K, V=V, BV=32)
-    return o
-'''
-
-_WIDE_V = '''
-import torch
-import triton
-import triton.language as tl
-
-HEAD_V = 512  # Mamba2-style wide value heads
-
-
-@triton.jit
-def wide_decode_kernel(q, k, v, h, o, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    i_v, i_nh = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_v = o_v < V
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
-    tl.store(p_h, b_h, mask=m_v[None, :])
-    tl.store(o + i_nh * V + o_v, tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0), mask=m_v)
-
-
-def wide_decode(q, k, v, h):
-    B, H, K = q.shape
-    o = torch.empty_like(v)
-    wide_decode_kernel[(triton.cdiv(HEAD_V, 64), B * H)](q, k, v, h, o, K=K, V=HEAD_V, BV=64)
-    return o
-'''
-
-_AUTOTUNED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.autotune(configs=[triton.Config({"BV": bv}, num_warps=w) for bv in (16, 32, 64) for w in (2, 4)], key=["K", "V"])
-@triton.jit
-def tuned_decode_kernel(q, k, v, h, o, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    i_v, i_nh = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_v = o_v < V
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
-    tl.store(p_h, b_h, mask=m_v[None, :])
-    tl.store(o + i_nh * V + o_v, tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0), mask=m_v)
-
-
-def tuned_decode(q, k, v, h):
-    B, H, K = q.shape
-    V = v.shape[-1]
-    o = torch.empty_like(v)
-    grid = lambda meta: (triton.cdiv(V, meta["BV"]), B * H)
-    tuned_decode_kernel[grid](q, k, v, h, o, K=K, V=V)
-    return o
-'''
-
-# FLA-style KDA decode over T tokens (kernels/kda_decode/baseline.py, trimmed): GVA heads,
-# grid held in a variable, BV on its own line, a multi-line launch
-_KDA_T = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def kda_decode_fwd_kernel(
-    q,
-    k,
-    v,
-    g,
-    A_log,
-    o,
-    h,
-    scale,
-    T,
-    H: tl.constexpr,
-    HV: tl.constexpr,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-):
-    i_v, i_nh = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    i_n, i_hv = i_nh // HV, i_nh % HV
-    i_h = i_hv // (HV // H)
-
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k, m_v = o_k < K, o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-
-    p_q = q + (i_n * T * H + i_h) * K + o_k
-    p_k = k + (i_n * T * H + i_h) * K + o_k
-    p_g = g + (i_n * T * HV + i_hv) * K + o_k
-    p_v = v + (i_n * T * HV + i_hv) * V + o_v
-    p_o = o + (i_n * T * HV + i_hv) * V + o_v
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-
-    # [BK, BV]
-    b_h = tl.load(p_h, mask=m_h, other=0.)
-    b_A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-    for _ in range(0, T):
-        b_q = tl.load(p_q, mask=m_k, other=0.).to(tl.float32)
-        b_k = tl.load(p_k, mask=m_k, other=0.).to(tl.float32)
-        b_g = tl.load(p_g, mask=m_k, other=0.).to(tl.float32)
-        b_v = tl.load(p_v, mask=m_v, other=0.).to(tl.float32)
-        b_q = b_q / tl.sqrt(tl.sum(b_q * b_q) + 1e-6) * scale
-        b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
-        b_h *= tl.exp(-b_A * tl.where(b_g > 20., b_g, tl.log(1. + tl.exp(b_g))))[:, None]
-        b_v = b_v - tl.sum(b_h * b_k[:, None], 0)
-        b_h += b_k[:, None] * b_v[None, :]
-        tl.store(p_o, tl.sum(b_h * b_q[:, None], 0).to(p_o.dtype.element_ty), mask=m_v)
-        p_q += H * K
-        p_k += H * K
-        p_g += HV * K
-        p_v += HV * V
-        p_o += HV * V
-    tl.store(p_h, b_h, mask=m_h)
-
-
-def kda_decode(q, k, v, g, A_log, state, scale=None):
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    if scale is None:
-        scale = K ** -0.5
-    o = torch.empty_like(v)
-    BK = triton.next_power_of_2(K)
-    BV = 32
-    grid = (triton.cdiv(V, BV), B * HV)
-    kda_decode_fwd_kernel[grid](
-        q, k, v, g, A_log, o, state, scale, T,
-        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV,
-        num_warps=4,
-    )
-    return o
-'''
-
-
-class FuseVTiles(KernelCodemod):
+class FuseVTiles(PlannedCodemod):
     PATTERN = "fuse_v_tiles"
     DESCRIPTION = "one program per head covering all of V instead of one per V tile"
-    REFUSES = [
-        (_UNMASKED, r"the V tile o_v is never masked"),
-        (_FOLDED, r"i_v is not a program_id axis of its own \(line 11: `i_nh, i_v = pid // NV, pid % NV`\)"),
-        (_WIDE_V, r"V = 512 needs BV = 512 > max_block 256"),
-        (_AUTOTUNED, r"BV is chosen by @triton.autotune"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_KDA_T]
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
 
     # -- planning ----------------------------------------------------------------------
-    def visit_Module(self, node: cst.Module) -> None:
+    def plan(self, node: cst.Module) -> None:
         k = self.kernel
-        if k is None:
-            self.refuse("the file has no Triton kernel")
         blocks = [p.name for p in k.params if p.constexpr and p.name in BLOCK_NAMES]
         if len(blocks) != 1:
             self.refuse(f"{k.name} has {'no' if not blocks else 'several'} V block constexpr ({'/'.join(BLOCK_NAMES)})")
@@ -310,15 +67,12 @@ class FuseVTiles(KernelCodemod):
             self.refuse(f"{self.block} is chosen by @triton.autotune: fix it to next_power_of_2(V) by hand first")
         if self.block in k.heuristics:
             self.refuse(f"{self.block} is chosen by @triton.heuristics: fix it to next_power_of_2(V) by hand first")
-        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
-        if fn is None:
-            self.refuse(f"{k.name} is not a top-level function of the file")
+        fn = self.fn
         subject = Subject(self.facts, k)
         repeated = PREDICATES["repeated_per_tile"].func(subject, block_param=list(BLOCK_NAMES), ops=PROLOGUE_OPS)
         if not repeated.ok or not PREDICATES["reduction"].func(subject, ops=["tl.sum"]).ok:
             self.refuse(f"{k.name} recomputes no per-head prologue (norms, gates: tl.sum, tl.exp, ...) in every V tile: "
                         "fusing would only shrink the grid")
-        self.edits: dict[cst.CSTNode, object] = {}
         self._plan_kernel(fn)
         if not k.launches:
             self.refuse(f"no launch of {k.name} in this file: the launcher must change with the kernel")
@@ -345,7 +99,7 @@ class FuseVTiles(KernelCodemod):
         if len(offsets) != 1:
             self.refuse(f"expected one V tile offset `o_v = i_v * {self.block} + tl.arange(0, {self.block})`, found {len(offsets)}")
         self.ov, self.iv, offset = offsets[0]
-        self.edits[offset] = lambda u: u.right if m.matches(u.left, m.BinaryOperation(operator=m.Multiply())) else u.left
+        self.replace(offset, lambda u: u.right if m.matches(u.left, m.BinaryOperation(operator=m.Multiply())) else u.left)
         # i_v = tl.program_id(a): its own axis
         defs = []
         for stmt in fn.body.body:
@@ -361,11 +115,11 @@ class FuseVTiles(KernelCodemod):
         if len(defs) != 1:
             self.refuse(f"{self.iv} is assigned {len(defs)}× at the top of {self.kernel.name}")
         stmt, idx, value = defs[0]
-        axis = _pid_axis(value) if value is not None else None
+        axis = (pid_call(value) or (None,))[0] if value is not None else None
         if axis is None:
             self.refuse(f"{self.iv} is not a program_id axis of its own (line {self.line(stmt)}: `{code(stmt)}`)")
         self.axis = axis
-        self.edits[stmt] = lambda u, i=idx: _drop_target(u, i)
+        self.replace(stmt, lambda u, i=idx: _drop_target(u, i))
         # i_v may appear only in its definition and the tile offset
         uses = [n for n in m.findall(fn.body, m.Name(self.iv))]
         if len(uses) != 2:
@@ -385,12 +139,10 @@ class FuseVTiles(KernelCodemod):
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
-        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
-        if call is None:  # pragma: no cover - facts and tree agree on lines
-            self.refuse(f"cannot find the launch on line {line}")
-        stmt = next(s for s in host.body.body if self.line(s) <= line <= self.get_metadata(PositionProvider, s).end.line)
+        call, at = self.launch_in(host, line)
+        stmt = host.body.body[at]
         grid = call.func.slice[0].slice.value  # type: ignore[union-attr]
-        assigns = _host_assigns(host)
+        assigns = launcher_assigns(host)
         if isinstance(grid, cst.Name):
             found = assigns.get(grid.value, [])
             if len(found) != 1 or not isinstance(found[0][1], (cst.Tuple, cst.Lambda)):
@@ -406,7 +158,7 @@ class FuseVTiles(KernelCodemod):
         if not m.matches(cdiv, m.Call(func=m.Attribute(value=m.Name("triton"), attr=m.Name("cdiv")))):
             self.refuse(f"grid axis {self.axis} is `{code(cdiv)}`, not triton.cdiv(V, {self.block}): the V tiles are not a separate grid axis")
         v = code(cdiv.args[0].value)  # type: ignore[attr-defined]
-        self.edits[grid] = lambda u, a=self.axis: _drop_element(u, a)
+        self.replace(grid, lambda u, a=self.axis: _drop_element(u, a))
         # how the launch passes BV
         params = [p.name for p in k.params]
         arg = next((a for a in call.args if a.keyword and a.keyword.value == self.block), None)
@@ -427,13 +179,13 @@ class FuseVTiles(KernelCodemod):
         if isinstance(value, cst.Name) and len(assigns.get(value.value, [])) == 1:
             bv_name = value.value
             where, expr = assigns[value.value][0]
-            self.edits[expr] = lambda u, v=v: cst.parse_expression(f"triton.next_power_of_2({v})")
+            self.replace(expr, lambda u, v=v: cst.parse_expression(f"triton.next_power_of_2({v})"))
             after = where
         else:
             if self.block in assigns:
                 self.refuse(f"{host.name.value} already assigns {self.block} but passes `{code(value)}`")
             assign_bv = v
-            self.edits[arg] = lambda u, b=self.block: u.with_changes(value=cst.Name(b))
+            self.replace(arg, lambda u, b=self.block: u.with_changes(value=cst.Name(b)))
         if "num_warps" in assigns:
             self.refuse(f"{host.name.value} already computes num_warps: choose it for the fused tile by hand")
         kb = None
@@ -443,20 +195,18 @@ class FuseVTiles(KernelCodemod):
                 kb = code(kb_arg.value)
                 kb = kb if isinstance(kb_arg.value, (cst.Name, cst.Integer, cst.Call, cst.Attribute)) else f"({kb})"
         guard = self.params["max_block"] if v_val is None else None
-        block = _render("launcher.py.j2", bv=bv_name, assign_bv=assign_bv, guard=guard, v=v, kb=kb, num_warps=self.params["num_warps"])
+        block = render_stmts("fuse_v_tiles", "launcher.py.j2", bv=bv_name, assign_bv=assign_bv, guard=guard, v=v, kb=kb, num_warps=self.params["num_warps"])
         warps = next((a for a in call.args if a.keyword and a.keyword.value == "num_warps"), None)
         if warps is not None:
-            self.edits[warps] = lambda u: u.with_changes(value=cst.Name("num_warps"))
+            self.replace(warps, lambda u: u.with_changes(value=cst.Name("num_warps")))
         else:
-            self.edits[call] = lambda u: u.with_changes(args=[*u.args[:-1], u.args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                                                                cst.Arg(cst.Name("num_warps"), keyword=cst.Name("num_warps"),
-                                                                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))])
+            self.replace(call, lambda u: u.with_changes(args=[*u.args[:-1], u.args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                                              cst.Arg(cst.Name("num_warps"), keyword=cst.Name("num_warps"),
+                                                                      equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))]))
         if assign_bv is not None:
-            after = stmt
-            self.edits[stmt] = lambda u, b=block: cst.FlattenSentinel([*b, u])
+            self.replace(stmt, lambda u, b=block: cst.FlattenSentinel([*b, u]))
         else:
-            prev = self.edits.get(after)
-            self.edits[after] = lambda u, b=block, p=prev: cst.FlattenSentinel([p(u) if p else u, *b])
+            self.replace(after, lambda u, b=block: cst.FlattenSentinel([*flat(u), *b]))
 
     # -- editing -----------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -472,31 +222,9 @@ class FuseVTiles(KernelCodemod):
                 return updated.with_changes(args=[updated.args[0].with_changes(value=cst.Integer(str(a - 1)))])
         return updated
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
-        updated = super().on_leave(original, updated)
-        if isinstance(original, cst.FunctionDef):
-            self._fn.pop()
-        edit = self.edits.get(original)
-        return edit(updated) if edit is not None else updated  # type: ignore[operator]
-
-
-def _host_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
-    """name -> [(top-level statement, the expression assigned to it)] in the launcher body."""
-    out: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
-    for stmt in host.body.body:
-        for assign in m.findall(stmt, m.Assign() | m.AugAssign()):
-            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[attr-defined]
-            for tgt in targets:
-                if isinstance(tgt, cst.Name):
-                    out.setdefault(tgt.value, []).append((stmt, assign.value))  # type: ignore[attr-defined]
-                elif isinstance(tgt, cst.Tuple):
-                    val = assign.value  # type: ignore[attr-defined]
-                    for i, el in enumerate(tgt.elements):
-                        if isinstance(el.value, cst.Name):
-                            same = isinstance(val, cst.Tuple) and len(val.elements) == len(tgt.elements) and not any(
-                                isinstance(e, cst.StarredElement) for e in val.elements)
-                            out.setdefault(el.value.value, []).append((stmt, val.elements[i].value if same else val))
-    return out
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self._fn.pop()
+        return updated
 
 
 def _drop_element(node: cst.Tuple, index: int) -> cst.Tuple:

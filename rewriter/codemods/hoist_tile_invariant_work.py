@@ -17,10 +17,9 @@ the memory the load reads.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from patterns.core.predicates import PREDICATES, Subject
-from patterns.rewriter.base import KernelCodemod
+from patterns.rewriter.edits import PlannedCodemod, names_in, pointer_bases
 
 COMMENT = "# loop-invariant: computed once here, not on every iteration"
 # calls that may be moved: they only read memory or compute
@@ -28,160 +27,6 @@ _IMPURE = {"tl.store", "tl.debug_barrier", "tl.device_print", "tl.device_assert"
            "tl.static_assert", "tl.inline_asm_elementwise", "print"}
 _PURE_METHODS = {".to", ".load", ".reshape", ".trans", ".broadcast_to", ".expand_dims", ".cast"}
 _PURE_BUILTINS = {"float", "int", "min", "max", "abs"}
-
-_AB_SCALE = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def scaled_scan_kernel(x, s, y, T, D: tl.constexpr):
-    i_b = tl.program_id(0).to(tl.int64)
-    o_d = tl.arange(0, D)
-    b_c = tl.zeros([D], dtype=tl.float32)
-    for i_t in range(0, T):
-        b_x = tl.load(x + (i_b * T + i_t) * D + o_d)
-        # the loop rescales its own copy: b_s is not invariant once assigned twice
-        b_s = tl.load(s + i_b)
-        b_s = b_s * tl.exp(b_x)
-        b_c += b_s
-        tl.store(y + (i_b * T + i_t) * D + o_d, b_c)
-"""
-
-_INLINE_GATE = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def gate_recurrent_kernel(g, A_log, o, T, H: tl.constexpr, K: tl.constexpr):
-    i_nh = tl.program_id(0).to(tl.int64)
-    i_h = i_nh % H
-    o_k = tl.arange(0, K)
-    p_g = g + i_nh * T * K + o_k
-    b_h = tl.zeros([K], dtype=tl.float32)
-    for _ in range(0, T):
-        b_g = tl.load(p_g).to(tl.float32)
-        # FLA writes the gate in one line: the invariant A_log load is part of a varying statement
-        b_gk = -tl.exp(tl.load(A_log + i_h)) * tl.log(1 + tl.exp(b_g))
-        b_h = b_h * tl.exp(b_gk) + 1
-        p_g += K
-    tl.store(o + i_nh * K + o_k, b_h)
-"""
-
-_RING_STATE = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def ring_update_kernel(state, x, T, D: tl.constexpr):
-    i_b = tl.program_id(0).to(tl.int64)
-    o_d = tl.arange(0, D)
-    for i_t in range(0, T):
-        # reads the slot the same loop writes: must observe its own stores
-        b_s = tl.load(state + i_b * D + o_d)
-        b_x = tl.load(x + (i_b * T + i_t) * D + o_d)
-        tl.store(state + i_b * D + o_d, b_s * 0.5 + b_x)
-"""
-
-_GUARDED = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def guarded_bias_kernel(x, bias, y, T, HAS_BIAS, D: tl.constexpr):
-    i_b = tl.program_id(0).to(tl.int64)
-    o_d = tl.arange(0, D)
-    p_x = x + i_b * T * D + o_d
-    p_y = y + i_b * T * D + o_d
-    for _ in range(0, T):
-        b_x = tl.load(p_x)
-        if HAS_BIAS:
-            b_x += tl.load(bias + o_d)
-        tl.store(p_y, b_x)
-        p_x += D
-        p_y += D
-"""
-
-# a T-token gated delta rule (Qwen3-Next/GDN verify): scalar per-head gate parameters
-_GDN_VERIFY = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def gdn_verify_fwd_kernel(q, k, v, a, b, A_log, dt_bias, h, o, T, scale, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    i_v, i_nh = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    i_n, i_hv = i_nh // HV, i_nh % HV
-    o_k = tl.arange(0, K)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_v = o_v < V
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h, mask=m_v[None, :], other=0)
-    for i_t in range(0, T):
-        i_tok = (i_n * T + i_t) * HV + i_hv
-        b_q = tl.load(q + i_tok * K + o_k).to(tl.float32) * scale
-        b_k = tl.load(k + i_tok * K + o_k).to(tl.float32)
-        b_v = tl.load(v + i_tok * V + o_v, mask=m_v, other=0).to(tl.float32)
-        # per-head gate parameters
-        b_A = tl.load(A_log + i_hv).to(tl.float32)
-        b_dt = tl.load(dt_bias + i_hv).to(tl.float32)
-        b_negA = -tl.exp(b_A)
-        b_x = tl.load(a + i_tok).to(tl.float32) + b_dt
-        b_g = b_negA * tl.where(b_x > 20.0, b_x, tl.log(1 + tl.exp(b_x)))
-        b_beta = tl.sigmoid(tl.load(b + i_tok).to(tl.float32))
-        b_h *= tl.exp(b_g)
-        b_v = b_beta * (b_v - tl.sum(b_h * b_k[:, None], 0))
-        b_h += b_k[:, None] * b_v[None, :]
-        tl.store(o + i_tok * V + o_v, tl.sum(b_h * b_q[:, None], 0).to(o.dtype.element_ty), mask=m_v)
-    tl.store(p_h, b_h, mask=m_v[None, :])
-
-
-def gdn_verify(q, k, v, a, b, A_log, dt_bias, h):
-    B, T, HV, K = q.shape
-    V = v.shape[-1]
-    o = torch.empty_like(v)
-    gdn_verify_fwd_kernel[(triton.cdiv(V, 32), B * HV)](q, k, v, a, b, A_log, dt_bias, h, o, T, K**-0.5, HV=HV, K=K, V=V, BV=32)
-    return o
-'''
-
-# nested loops: a chunked scan whose per-head decay is loaded in the inner loop
-_CHUNK_SCAN = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def chunk_decay_scan_kernel(x, gamma, y, NT, H: tl.constexpr, BT: tl.constexpr, D: tl.constexpr):
-    i_nh = tl.program_id(0).to(tl.int64)
-    o_d = tl.arange(0, D)
-    b_c = tl.zeros([D], dtype=tl.float32)
-    for i_c in range(0, NT):
-        for i_t in range(0, BT):
-            b_gamma = tl.load(gamma + i_nh % H)
-            b_decay = tl.exp(-b_gamma)
-            b_c = b_c * b_decay + tl.load(x + ((i_nh * NT + i_c) * BT + i_t) * D + o_d)
-        tl.store(y + (i_nh * NT + i_c) * D + o_d, b_c)
-'''
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    """Names an expression reads (attribute fields and keyword names excluded)."""
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return out
 
 
 def _bound(target: cst.BaseExpression) -> list[str] | None:
@@ -249,30 +94,17 @@ def _pure(name: str, helpers: list[str]) -> bool:
     return name in _PURE_BUILTINS
 
 
-class HoistTileInvariantWork(KernelCodemod):
+class HoistTileInvariantWork(PlannedCodemod):
     PATTERN = "hoist_tile_invariant_work"
     DESCRIPTION = "hoist loop-invariant loads and the math on them out of the kernel's loops"
-    REFUSES = [
-        (_AB_SCALE, r"line 13: b_s is assigned 2× in the kernel"),
-        (_INLINE_GATE, r"line 15: the invariant tl.load is part of `b_gk = .*`, which also reads b_g"),
-        (_RING_STATE, r"the loop on line 9 stores to state, which the tl.load on line 11 reads"),
-        (_GUARDED, r"line 14: the invariant tl.load sits in an `if` inside the loop"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_GDN_VERIFY, _CHUNK_SCAN]
-    METADATA_DEPENDENCIES = (PositionProvider,)
 
     # -- planning: which statements move, and in front of which loop ------------------
-    def visit_Module(self, node: cst.Module) -> None:
+    def plan(self, node: cst.Module) -> None:
         k = self.kernel
-        if k is None:
-            self.refuse("the file has no Triton kernel")
         verdict = PREDICATES["loop_invariant_calls"].func(Subject(self.facts, k), ops=["tl.load"])
         if not verdict.ok:
             self.refuse(f"{k.name} has no loop-invariant tl.load inside a loop")
-        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
-        if fn is None:
-            self.refuse(f"{k.name} is not a top-level function of the file")
+        fn = self.fn
         self.flagged = set(verdict.lines)
         self.loop_facts = {lp.line: lp for lp in k.loops}
         self.pointers = {p.name for p in k.params if not p.constexpr}
@@ -285,12 +117,6 @@ class HoistTileInvariantWork(KernelCodemod):
         for line in sorted(self.flagged):
             if not any(self.line(s) <= line <= self.end_line(s) for s in self.hoist):
                 self.refuse(self.why.get(line, f"line {line}: the invariant tl.load could not be hoisted"))
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
-
-    def end_line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).end.line
 
     def _flagged_in(self, node: cst.CSTNode) -> list[int]:
         return [ln for ln in self.flagged if self.line(node) <= ln <= self.end_line(node)]
@@ -333,7 +159,7 @@ class HoistTileInvariantWork(KernelCodemod):
             self._reject(stmt, "the assignment target is not a name")
             return
         targets = [n for b in bound for n in b or []]
-        reads = _names(node.value)
+        reads = names_in(node.value)
         code = cst.Module([]).code_for_node(node).strip()
         short = code if len(code) <= 48 else code[:45] + "..."
         dest = None  # the outermost loop the statement is invariant for
@@ -371,25 +197,8 @@ class HoistTileInvariantWork(KernelCodemod):
             self.out_of.setdefault(loop, set()).update(targets)
         self.hoist[stmt] = dest
 
-    def _bases(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
-        """Pointer parameters an address expression is based on (through local assignments)."""
-        if isinstance(expr, cst.Name):
-            if expr.value in self.pointers:
-                return {expr.value}
-            assigned = self.kernel.assigns.get(expr.value)
-            if assigned is None or expr.value in seen:
-                return set()
-            try:
-                return self._bases(cst.parse_expression(assigned[1]), seen | {expr.value})
-            except cst.ParserSyntaxError:
-                return set(self.pointers)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
-            return self._bases(expr.left, seen) | self._bases(expr.right, seen)
-        if isinstance(expr, (cst.Subscript, cst.Attribute)):
-            return self._bases(expr.value, seen)
-        if isinstance(expr, cst.Call):
-            return set().union(*(self._bases(a.value, seen) for a in expr.args if a.keyword is None or a.keyword.value in ("base", "pointer")))
-        return set()
+    def _bases(self, expr: cst.BaseExpression) -> set[str]:
+        return pointer_bases(expr, self.pointers, self.kernel.assigns)
 
     def _stored_in(self, loop_line: int) -> set[str]:
         """Pointer parameters the loop writes (tl.store, atomics, descriptor stores)."""

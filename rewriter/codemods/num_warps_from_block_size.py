@@ -22,36 +22,10 @@ from patterns.rewriter.edits import code, find_launch, insert_args, kwarg, stmts
 
 POW2 = re.compile(r"next_power_of_2\(")
 
-_LITERAL_BLOCK = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def scale_kernel(x, y, s, N, BLOCK: tl.constexpr):
-    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y + o, tl.load(x + o, mask=o < N) * s, mask=o < N)
-
-
-def scale(x, s):
-    y = torch.empty_like(x)
-    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, s, x.numel(), BLOCK=1024)
-    return y
-'''
-
-_AUTOTUNED = _LITERAL_BLOCK.replace("@triton.jit", "@triton.autotune([triton.Config({}, num_stages=s) for s in (2, 3)], key=['N'])\n@triton.jit").replace(
-    "BLOCK=1024)", "BLOCK=triton.next_power_of_2(x.numel()))")
-
 
 class NumWarpsFromBlockSize(PlannedCodemod):
     PATTERN = "num_warps_from_block_size"
     DESCRIPTION = "num_warps sized from the power-of-two block the launch passes"
-    REFUSES = [
-        (_LITERAL_BLOCK, r"BLOCK=1024 is a literal: the author chose the tile"),
-        (_AUTOTUNED, r"scale_kernel is autotuned: set num_warps in its configs"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
 
     def plan(self, module: cst.Module) -> None:
         k = self.kernel

@@ -26,139 +26,16 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
 from patterns.rewriter.edits import (
-    PlannedCodemod, block_dims, code, expr, find_launch, insert_args, insert_params, kwarg, names_in, new_param, pid_axes, render, stmts,
+    PlannedCodemod, block_dims, code, expr, insert_args, insert_params, kwarg, names_in, new_param, only_launch, pid_axes, render, stmts,
 )
-from patterns.rewriter.samples import GEMM_NAIVE as _GEMM_NAIVE
 
 TILE, COUNT, SMS = "tile_id", "num_tiles", "NUM_SMS"
 _PURE_CALLS = {"tl.arange", "tl.cdiv", "tl.minimum", "tl.maximum", "min", "max", "tl.full", "tl.zeros"}
-
-# MoE-style: programs past the end of the routed rows leave early
-_EARLY_RETURN = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def grouped_rows_kernel(a, b, c, num_rows, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid = tl.program_id(0)
-    num_pid_n = tl.cdiv(N, BN)
-    i_m, i_n = pid // num_pid_n, pid % num_pid_n
-    if i_m * BM >= tl.load(num_rows):
-        return
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(0, K, BK):
-        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
-        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=((k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
-        b_acc = tl.dot(b_a, b_b, b_acc)
-    tl.store(c + o_m[:, None] * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def grouped_rows(a, b, num_rows):
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.zeros(M, N, device=a.device, dtype=torch.float32)
-    grouped_rows_kernel[(triton.cdiv(M, 64) * triton.cdiv(N, 64),)](a, b, c, num_rows, M, N, K, BM=64, BN=64, BK=32)
-    return c
-'''
-
-_TWO_D = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def skinny_matmul_kernel(x, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for i_k in range(0, K, BK):
-        b_x = tl.load(x + o_m[:, None] * K + (i_k + o_k)[None, :], mask=(o_m[:, None] < M) & ((i_k + o_k)[None, :] < K), other=0.0)
-        b_w = tl.load(w + (i_k + o_k)[:, None] * N + o_n[None, :], mask=((i_k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
-        b_acc += tl.dot(b_x, b_w)
-    tl.store(y + o_m[:, None] * N + o_n[None, :], b_acc.to(y.dtype.element_ty), mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def skinny_matmul(x, w):
-    M, K = x.shape
-    N = w.shape[1]
-    y = torch.empty(M, N, device=x.device, dtype=x.dtype)
-    skinny_matmul_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 256))](x, w, y, M, N, K, BM=64, BN=256, BK=64)
-    return y
-'''
-
-# tests/retrieval_set/rmsnorm_two_pass.py: the row count M is the grid, never passed to the kernel
-_ROWS_NOT_PASSED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def rmsnorm_fwd_kernel(x, w, y, N, eps, BLOCK: tl.constexpr):
-    i_row = tl.program_id(0).to(tl.int64)
-    b_sq = tl.zeros([BLOCK], dtype=tl.float32)
-    for i_n in range(0, N, BLOCK):
-        o_n = i_n + tl.arange(0, BLOCK)
-        b_x = tl.load(x + i_row * N + o_n, mask=o_n < N, other=0.0).to(tl.float32)
-        b_sq += b_x * b_x
-    rstd = 1.0 / tl.sqrt(tl.sum(b_sq, axis=0) / N + eps)
-    for i_n in range(0, N, BLOCK):
-        o_n = i_n + tl.arange(0, BLOCK)
-        b_x = tl.load(x + i_row * N + o_n, mask=o_n < N, other=0.0).to(tl.float32)
-        b_w = tl.load(w + o_n, mask=o_n < N, other=0.0).to(tl.float32)
-        tl.store(y + i_row * N + o_n, (b_x * rstd * b_w).to(y.dtype.element_ty), mask=o_n < N)
-
-
-def rmsnorm(x, w, eps=1e-6):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    rmsnorm_fwd_kernel[(M,)](x, w, y, N, eps, BLOCK=1024)
-    return y
-'''
-
-# a row-wise kernel whose row count is passed: each program walks rows pid, pid + NUM_SMS, ...
-_ROWS = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def row_scale_kernel(x, s, y, M, N, BLOCK: tl.constexpr):
-    i_row = tl.program_id(0).to(tl.int64)
-    o_n = tl.arange(0, BLOCK)
-    m_n = o_n < N
-    b_x = tl.load(x + i_row * N + o_n, mask=m_n, other=0.0).to(tl.float32)
-    b_s = tl.load(s + i_row).to(tl.float32)
-    tl.store(y + i_row * N + o_n, (b_x * b_s).to(y.dtype.element_ty), mask=m_n)
-
-
-def row_scale(x, s):
-    M, N = x.shape
-    y = torch.empty_like(x)
-    row_scale_kernel[(M,)](x, s, y, M, N, BLOCK=triton.next_power_of_2(N))
-    return y
-'''
 
 
 class PersistentTileLoop(PlannedCodemod):
     PATTERN = "persistent_tile_loop"
     DESCRIPTION = "NUM_SMS programs loop over the output tiles instead of one program per tile"
-    REFUSES = [
-        (_EARLY_RETURN, r"the early `return` on line 13 would also drop the program's later tiles: turn it into an `if` around the tile body"),
-        (_TWO_D, r"program_id\(1\) \(line 9\) cannot be remapped onto one tile loop: linearise the grid first \(grouped_pid_ordering's 1-D form\)"),
-        (_ROWS_NOT_PASSED, r"the grid's tile count `M` uses M, which rmsnorm_fwd_kernel does not receive"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_GEMM_NAIVE, _ROWS]
 
     def plan(self, module: cst.Module) -> None:
         k = self.kernel
@@ -184,16 +61,8 @@ class PersistentTileLoop(PlannedCodemod):
         first = deps[0]
         prologue = [i for i in range(first) if i != pid_at]
         hoisted = self._hoistable(top[first:], pid)
-        if len(k.launches) != 1:
-            self.refuse(f"{k.name} is launched {len(k.launches)}× in this file: one launch must change with the kernel")
         params = [p.name for p in k.params]
-        la = find_launch(self, module, k.launches[0].line, params)
-        grid, grid_stmt = la.grid, None
-        if isinstance(grid, cst.Name):
-            found = la.assigns.get(grid.value, [])
-            if len(found) != 1:
-                self.refuse(f"the grid `{grid.value}` is assigned {len(found)}× in {la.host.name.value}")
-            grid_stmt, grid = found[0]
+        la, grid, grid_stmt = only_launch(self, module)
         if not (isinstance(grid, cst.Tuple) and len(grid.elements) == 1):
             self.refuse(f"the grid `{code(grid)}` is not a 1-D tuple: the tile count cannot be read from it")
         tiles = grid.elements[0].value

@@ -16,131 +16,16 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import PositionProvider
 
-from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import code
+from patterns.rewriter.edits import PlannedCodemod, code
 
 SWAP = {"ctypes.PyDLL": "ctypes.CDLL", "ctypes.pydll.LoadLibrary": "ctypes.cdll.LoadLibrary"}
 
-_PY_OBJECT = '''
-"""Host bookkeeping in a C extension loaded with ctypes.PyDLL: it builds Python objects."""
-import ctypes
 
-_stats = ctypes.PyDLL("libkvstats.so")
-_stats.collect_stats.restype = ctypes.py_object  # returns a dict built with the C API
-_stats.wait_for_transfer.argtypes = [ctypes.c_int]
-
-
-def wait_and_collect(layer: int) -> dict:
-    _stats.wait_for_transfer(layer)
-    return _stats.collect_stats()
-'''
-
-_C_API = '''
-"""A watchdog that stops a stuck transfer thread through the Python C API."""
-import ctypes
-import threading
-
-_api = ctypes.PyDLL(None)
-_api.PyThreadState_SetAsyncExc.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
-
-
-def interrupt(thread: threading.Thread) -> None:
-    _api.PyThreadState_SetAsyncExc(thread.ident, id(TimeoutError))
-'''
-
-_PYTHONAPI = '''
-import ctypes
-import time
-
-_native = ctypes.PyDLL(None)
-
-
-def wait_then_yield(us: int) -> None:
-    _native.usleep(us)
-    # hand the GIL to other threads explicitly after the wait
-    ctypes.pythonapi.PyEval_SaveThread()
-'''
-
-_PYBIND = '''
-"""KV transfer through a pybind11 extension: the wait is a C++ binding, not a ctypes call."""
-import torch
-from sgl_kernel import kvcacheio
-
-
-def wait_for_layer(event: int) -> None:
-    kvcacheio.wait_event(event)  # m.def("wait_event", &wait_event) holds the GIL unless the binding releases it
-
-
-def send_layer(kv: torch.Tensor, event: int) -> None:
-    wait_for_layer(event)
-    kvcacheio.transfer(kv)
-'''
-
-# tests/retrieval_set/host_pydll_wait.py
-_RETRIEVAL = '''
-"""Prefill step that waits on a native completion flag through ctypes.PyDLL while a transfer thread runs."""
-import ctypes
-import threading
-
-import torch
-
-_native = ctypes.PyDLL(None)
-
-
-def wait_for_device(us: int) -> None:
-    # stand-in for a driver/NIC completion poll implemented in C
-    _native.usleep(us)
-
-
-def prefill_with_transfer(layers: list[torch.Tensor], store: list[torch.Tensor]) -> None:
-    def transfer():
-        for kv in layers:
-            store.append(kv.clone())
-
-    t = threading.Thread(target=transfer)
-    t.start()
-    for _ in layers:
-        wait_for_device(2000)
-    t.join()
-'''
-
-# a wrapper class over an RDMA completion library, imported by name and through ctypes.pydll
-_CLASS = '''
-import ctypes as ct
-from ctypes import PyDLL, c_int, c_void_p
-
-
-class CompletionQueue:
-    """Polls a NIC completion queue; the poll blocks until the layer's pages are sent."""
-
-    def __init__(self, path: str):
-        self._lib = PyDLL(path)
-        self._lib.cq_wait.argtypes = [c_void_p, c_int]
-        self._lib.cq_wait.restype = c_int
-        self._sync = ct.pydll.LoadLibrary("libcudart.so")
-
-    def wait(self, cq: int, n: int) -> int:
-        self._sync.cudaDeviceSynchronize()
-        return self._lib.cq_wait(cq, n)
-'''
-
-
-class ReleaseGilNativeWait(KernelCodemod):
+class ReleaseGilNativeWait(PlannedCodemod):
     PATTERN = "release_gil_native_wait"
     DESCRIPTION = "ctypes.PyDLL handles become ctypes.CDLL: native waits release the GIL"
-    REFUSES = [
-        (_PY_OBJECT, r"line 6: ctypes.py_object: a function that takes or returns Python objects needs the GIL"),
-        (_C_API, r"line 7: _api.PyThreadState_SetAsyncExc is a Python C API function: it needs the GIL"),
-        (_PYTHONAPI, r"line 11: ctypes.pythonapi calls the Python C API"),
-        (_PYBIND, r"no ctypes.PyDLL .*: a pybind11 or C-extension binding releases the GIL in C\+\+"),
-    ]
-    ACCEPTS = [_RETRIEVAL, _CLASS]
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
+    SCOPE = "file"  # host code: the file may have no kernel
 
     def _qualify(self, node: cst.BaseExpression) -> str:
         """Dotted name through the file's imports: `ct.PyDLL` and `PyDLL` -> ctypes.PyDLL."""
@@ -153,7 +38,7 @@ class ReleaseGilNativeWait(KernelCodemod):
         head = self.facts.imports.get(node.value, node.value)
         return ".".join([head, *parts])
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def plan(self, node: cst.Module) -> None:
         calls = [c for c in [*self.facts.module_calls, *self.facts.host_calls] if c.name in SWAP]
         if not calls:
             self.refuse("no ctypes.PyDLL or ctypes.pydll.LoadLibrary handle in the file: a pybind11 or C-extension binding "

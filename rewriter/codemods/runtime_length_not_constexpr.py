@@ -18,26 +18,10 @@ import libcst as cst
 from patterns.core.predicates import bound_only_constexprs
 from patterns.rewriter.edits import PlannedCodemod, code, expr, kwarg
 
-_SHAPES = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def copy_kernel(x, y, D: tl.constexpr):
-    o = tl.arange(0, D)
-    tl.store(y + tl.program_id(0) * D + o, tl.load(x + tl.program_id(0) * D + o))
-'''
-
 
 class RuntimeLengthNotConstexpr(PlannedCodemod):
     PATTERN = "runtime_length_not_constexpr"
     DESCRIPTION = "lengths that only bound loops and masks passed as runtime arguments"
-    REFUSES = [
-        (_SHAPES, r"no constexpr used only as a bound"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
 
     def plan(self, module: cst.Module) -> None:
         k = self.kernel

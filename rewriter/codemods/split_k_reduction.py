@@ -30,151 +30,16 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from patterns.rewriter.edits import (
-    PlannedCodemod, code, expr, find_launch, insert_args, insert_params, kwarg, new_param, paren, pid_axes, render, same, stmts, tile_mask,
+    PlannedCodemod, code, expr, insert_args, insert_params, kwarg, new_param, only_launch, paren, pid_axes, render, same, stmts, tile_mask,
     tile_pointer,
 )
-from patterns.rewriter.samples import GEMM_NAIVE as _GEMM_NAIVE
 
 ALLOCATORS = {"torch.empty", "torch.zeros", "torch.empty_like", "torch.zeros_like", "torch.full"}
-
-# fla-style matmul with c += a @ b: the output is read back and accumulated in place
-_INPLACE = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def matmul_acc_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    m_m, m_n = o_m < M, o_n < N
-    b_acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        m_k = (k + o_k) < K
-        b_a = tl.load(a + o_m[:, None] * K + (k + o_k)[None, :], mask=m_m[:, None] & m_k[None, :], other=0.0)
-        b_b = tl.load(b + (k + o_k)[:, None] * N + o_n[None, :], mask=m_k[:, None] & m_n[None, :], other=0.0)
-        b_acc = tl.dot(b_a, b_b, b_acc)
-    p_c = c + o_m[:, None] * N + o_n[None, :]
-    m_c = m_m[:, None] & m_n[None, :]
-    b_c = tl.load(p_c, mask=m_c, other=0.0).to(tl.float32) + b_acc
-    tl.store(p_c, b_c.to(c.dtype.element_ty), mask=m_c)
-
-
-def matmul_acc_(c, a, b):
-    M, K = a.shape
-    N = b.shape[1]
-    matmul_acc_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BM=32, BN=32, BK=32)
-    return c
-'''
-
-# grouped GEMM over experts: the K extent of each program is read from memory
-_LOADED_K = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def ragged_k_matmul_kernel(a, b, c, k_lens, M, N, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n, i_e = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    K = tl.load(k_lens + i_e)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        b_a = tl.load(a + i_e * M * 4096 + o_m[:, None] * 4096 + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
-        b_b = tl.load(b + i_e * 4096 * N + (k + o_k)[:, None] * N + o_n[None, :], mask=((k + o_k)[:, None] < K) & (o_n[None, :] < N), other=0.0)
-        b_acc = tl.dot(b_a, b_b, b_acc)
-    tl.store(c + (i_e * M + o_m[:, None]) * N + o_n[None, :], b_acc, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def ragged_k_matmul(a, b, k_lens):
-    E, M, _ = a.shape
-    N = b.shape[2]
-    c = torch.empty(E, M, N, device=a.device, dtype=torch.float32)
-    ragged_k_matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32), E)](a, b, c, k_lens, M, N, BM=32, BN=32, BK=32)
-    return c
-'''
-
-# the bias + GELU epilogue runs on the accumulator before the store: it must follow the reduction
-_EPILOGUE = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def linear_gelu_kernel(x, w, bias, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    b_acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        b_x = tl.load(x + o_m[:, None] * K + (k + o_k)[None, :], mask=(o_m[:, None] < M) & ((k + o_k)[None, :] < K), other=0.0)
-        b_w = tl.load(w + o_n[:, None] * K + (k + o_k)[None, :], mask=(o_n[:, None] < N) & ((k + o_k)[None, :] < K), other=0.0)
-        b_acc = tl.dot(b_x, tl.trans(b_w), b_acc)
-    b_y = b_acc + tl.load(bias + o_n, mask=o_n < N, other=0.0)[None, :]
-    b_y = 0.5 * b_y * (1.0 + tl.erf(b_y * 0.7071067811865476))
-    tl.store(y + o_m[:, None] * N + o_n[None, :], b_y, mask=(o_m[:, None] < M) & (o_n[None, :] < N))
-
-
-def linear_gelu(x, w, bias):
-    M, K = x.shape
-    N = w.shape[0]
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
-    linear_gelu_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 64))](x, w, bias, y, M, N, K, BM=16, BN=64, BK=64)
-    return y
-'''
-
-# software_pipelining_num_stages/before.py: a `range(tl.cdiv(K, BK))` loop with i_k * BK offsets
-_LINEAR_CDIV = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def linear_kernel(x, w, y, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    i_m, i_n = tl.program_id(0), tl.program_id(1)
-    o_m = i_m * BM + tl.arange(0, BM)
-    o_n = i_n * BN + tl.arange(0, BN)
-    o_k = tl.arange(0, BK)
-    m_m, m_n = o_m < M, o_n < N
-    b_y = tl.zeros((BM, BN), dtype=tl.float32)
-    for i_k in range(tl.cdiv(K, BK)):
-        m_k = (i_k * BK + o_k) < K
-        b_x = tl.load(x + o_m[:, None] * K + (i_k * BK + o_k)[None, :], mask=m_m[:, None] & m_k[None, :], other=0.0)
-        b_w = tl.load(w + o_n[:, None] * K + (i_k * BK + o_k)[None, :], mask=m_n[:, None] & m_k[None, :], other=0.0)
-        b_y = tl.dot(b_x, tl.trans(b_w), b_y)
-    tl.store(y + o_m[:, None] * N + o_n[None, :], b_y.to(y.dtype.element_ty), mask=m_m[:, None] & m_n[None, :])
-
-
-def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    M, K = x.shape
-    N = w.shape[0]
-    y = torch.empty(M, N, device=x.device, dtype=x.dtype)
-    BM, BN, BK = 32, 32, 32
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
-    linear_kernel[grid](x, w, y, M, N, K, BM=BM, BN=BN, BK=BK, num_warps=4, num_stages=1)
-    return y
-'''
 
 
 class SplitKReduction(PlannedCodemod):
     PATTERN = "split_k_reduction"
     DESCRIPTION = "K split over a program axis, fp32 partials reduced by a generated kernel in a fixed order"
-    REFUSES = [
-        (_INPLACE, r"the output c is accumulated in place \(loaded on line 22, stored on line 23\)"),
-        (_LOADED_K, r"the K loop `range\(0, K, BK\)` \(line 15\) is not a simple range over a K parameter"),
-        (_EPILOGUE, r"the store on line 20 writes `b_y`, not the accumulator b_acc: an epilogue on the accumulator"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_GEMM_NAIVE, _LINEAR_CDIV]
 
     def plan(self, module: cst.Module) -> None:
         k, body, fn = self.kernel, self.body, self.fn
@@ -201,15 +66,7 @@ class SplitKReduction(PlannedCodemod):
         if axis > 2:
             self.refuse(f"{k.name} already uses all three program_id axes")
         # launcher
-        if len(k.launches) != 1:
-            self.refuse(f"{k.name} is launched {len(k.launches)}× in this file: one launch must change with the kernel")
-        la = find_launch(self, module, k.launches[0].line, params)
-        grid, grid_stmt = la.grid, None
-        if isinstance(grid, cst.Name):
-            found = la.assigns.get(grid.value, [])
-            if len(found) != 1:
-                self.refuse(f"the grid `{grid.value}` is assigned {len(found)}× in {la.host.name.value}")
-            grid_stmt, grid = found[0]
+        la, grid, grid_stmt = only_launch(self, module)
         if not isinstance(grid, cst.Tuple) or len(grid.elements) != axis:
             self.refuse(f"the grid `{code(grid)}` is not a {axis}-D tuple to add the split axis to")
         host = {}

@@ -29,18 +29,16 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 
-import jinja2
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
-from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import append_pid, code, factor, kwarg, pid_call
+from patterns.rewriter.edits import (
+    PlannedCodemod, append_pid, code, factor, kwarg, names_in, param_separator, pid_call, pointer_bases, render, render_stmts,
+)
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_kv_lse_merge"
 NEW_KERNEL_NAMES = ("i_s", "split_len", "start", "end", "o_part", "NUM_SPLITS")
 NEW_MERGE_NAMES = ("split_len", "b_lse", "b_r", "b_w", "i_s", "o_part", "NUM_SPLITS")
 NEW_HOST_NAMES = ("num_splits", "o_part")
@@ -48,38 +46,6 @@ NEW_HOST_NAMES = ("num_splits", "o_part")
 LSE_NAMES = ("lse", "lse_part")
 _NEG_INF = re.compile(r"""-\s*float\(\s*['"]inf['"]\s*\)|float\(\s*['"]-inf['"]\s*\)|-\s*(math|tl)\.inf\b""")
 _STORES = ("tl.store",)
-
-
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
-def _render(template: str, **values) -> list[cst.BaseStatement]:
-    module = cst.parse_module(_env().get_template(template).render(**values))
-    body = list(module.body)
-    body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
-    return body
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    """Names an expression or statement reads or binds (attribute fields and keywords excluded)."""
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return out
 
 
 def _bound(stmt: cst.CSTNode) -> set[str]:
@@ -100,326 +66,18 @@ def _comma() -> cst.Comma:
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
-_WRITES_LSE = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def decode_fwd_kernel(q, k, v, o, lse, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
-    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_d = tl.arange(0, D)
-    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
-    b_m = float("-inf")
-    b_l = 0.0
-    b_acc = tl.zeros([D], dtype=tl.float32)
-    for i_t in range(0, T, BT):
-        o_t = i_t + tl.arange(0, BT)
-        p_kv = ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
-        b_s = tl.where(o_t < T, tl.sum(tl.load(k + p_kv, mask=(o_t < T)[:, None], other=0) * b_q[None, :], 1), float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
-        b_p = tl.exp(b_s - b_m_new)
-        b_alpha = tl.exp(b_m - b_m_new)
-        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(v + p_kv, mask=(o_t < T)[:, None], other=0), 0)
-        b_l = b_l * b_alpha + tl.sum(b_p, 0)
-        b_m = b_m_new
-    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
-    # the prefix/suffix merge downstream needs the log-sum-exp too
-    tl.store(lse + i_b * H + i_h, b_m + tl.log(b_l))
-
-
-def decode(q, k, v):
-    B, H, D = q.shape
-    T = k.shape[1]
-    o = torch.empty_like(q)
-    lse = torch.empty(B, H, dtype=torch.float32, device=q.device)
-    decode_fwd_kernel[(B, H)](q, k, v, o, lse, D**-0.5, T, H=H, D=D, BT=64)
-    return o, lse
-'''
-
-# an output written under a branch after the loop: the merge copies straight-line code only
-_BRANCHING_EPILOGUE = _WRITES_LSE.replace(
-    "    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)\n",
-    "    if b_l > 0:\n        tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)\n",
-)
-
-_ADVANCING = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def decode_ptr_kernel(q, k, v, o, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
-    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_d = tl.arange(0, D)
-    o_t = tl.arange(0, BT)
-    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
-    # pointers walk the cache tile by tile
-    p_k = k + ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
-    p_v = v + ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
-    b_m = float("-inf")
-    b_l = 0.0
-    b_acc = tl.zeros([D], dtype=tl.float32)
-    for i_t in range(0, T, BT):
-        m_t = (i_t + o_t) < T
-        b_s = tl.where(m_t, tl.sum(tl.load(p_k, mask=m_t[:, None], other=0) * b_q[None, :], 1), float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
-        b_p = tl.exp(b_s - b_m_new)
-        b_alpha = tl.exp(b_m - b_m_new)
-        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(p_v, mask=m_t[:, None], other=0), 0)
-        b_l = b_l * b_alpha + tl.sum(b_p, 0)
-        b_m = b_m_new
-        p_k += BT * H * D
-        p_v += BT * H * D
-    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
-
-
-def decode(q, k, v):
-    B, H, D = q.shape
-    o = torch.empty_like(q)
-    decode_ptr_kernel[(B, H)](q, k, v, o, D**-0.5, k.shape[1], H=H, D=D, BT=64)
-    return o
-'''
-
-_NOT_SOFTMAX = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def linear_attn_decode_kernel(q, k, v, o, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
-    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_d = tl.arange(0, D)
-    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32)
-    b_z = 0.0
-    b_acc = tl.zeros([D], dtype=tl.float32)
-    for i_t in range(0, T, BT):
-        o_t = i_t + tl.arange(0, BT)
-        p_kv = ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
-        # elu+1 feature map: a plain sum, no running max
-        b_s = tl.where(o_t < T, tl.sum(tl.load(k + p_kv, mask=(o_t < T)[:, None], other=0) * b_q[None, :], 1), 0.0)
-        b_p = tl.where(b_s > 0, b_s + 1, tl.exp(b_s))
-        b_acc += tl.sum(b_p[:, None] * tl.load(v + p_kv, mask=(o_t < T)[:, None], other=0), 0)
-        b_z += tl.sum(tl.where(o_t < T, b_p, 0.0), 0)
-    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_z)
-
-
-def linear_attn_decode(q, k, v):
-    B, H, D = q.shape
-    o = torch.empty_like(q)
-    linear_attn_decode_kernel[(B, H)](q, k, v, o, k.shape[1], H=H, D=D, BT=64)
-    return o
-'''
-
-_AUTOTUNED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.autotune(configs=[triton.Config({"BT": bt}, num_warps=w) for bt in (32, 64, 128) for w in (4, 8)], key=["D"])
-@triton.jit
-def tuned_decode_kernel(q, k, v, o, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
-    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    o_d = tl.arange(0, D)
-    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
-    b_m = float("-inf")
-    b_l = 0.0
-    b_acc = tl.zeros([D], dtype=tl.float32)
-    for i_t in range(0, T, BT):
-        o_t = i_t + tl.arange(0, BT)
-        p_kv = ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
-        b_s = tl.where(o_t < T, tl.sum(tl.load(k + p_kv, mask=(o_t < T)[:, None], other=0) * b_q[None, :], 1), float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
-        b_p = tl.exp(b_s - b_m_new)
-        b_alpha = tl.exp(b_m - b_m_new)
-        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(v + p_kv, mask=(o_t < T)[:, None], other=0), 0)
-        b_l = b_l * b_alpha + tl.sum(b_p, 0)
-        b_m = b_m_new
-    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
-
-
-def decode(q, k, v):
-    B, H, D = q.shape
-    o = torch.empty_like(q)
-    tuned_decode_kernel[(B, H)](q, k, v, o, D**-0.5, k.shape[1], H=H, D=D)
-    return o
-'''
-
-# tests/retrieval_set/decode_attention_nosplit.py: GQA heads, the cache length T from the host
-_GQA_NOSPLIT = '''
-"""Single-query decode attention: one program per (batch, head) walks the whole KV cache."""
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def decode_attn_fwd_kernel(q, k, v, o, scale, T, H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
-    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    i_hkv = i_h // (H // HKV)
-    o_d = tl.arange(0, D)
-    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32)
-    b_m = float("-inf")
-    b_l = 0.0
-    b_acc = tl.zeros([D], dtype=tl.float32)
-    for i_t in range(0, T, BT):
-        o_t = i_t + tl.arange(0, BT)
-        m_t = o_t < T
-        p_k = k + ((i_b * T + o_t[:, None]) * HKV + i_hkv) * D + o_d[None, :]
-        b_k = tl.load(p_k, mask=m_t[:, None], other=0.0).to(tl.float32)
-        b_s = tl.sum(b_k * b_q[None, :], axis=1) * scale
-        b_s = tl.where(m_t, b_s, float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, axis=0))
-        b_p = tl.exp(b_s - b_m_new)
-        b_alpha = tl.exp(b_m - b_m_new)
-        p_v = v + ((i_b * T + o_t[:, None]) * HKV + i_hkv) * D + o_d[None, :]
-        b_v = tl.load(p_v, mask=m_t[:, None], other=0.0).to(tl.float32)
-        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * b_v, axis=0)
-        b_l = b_l * b_alpha + tl.sum(b_p, axis=0)
-        b_m = b_m_new
-    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
-
-
-def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    B, H, D = q.shape
-    T, HKV = k.shape[1], k.shape[2]
-    o = torch.empty_like(q)
-    decode_attn_fwd_kernel[(B, H)](q, k, v, o, D**-0.5, T, H=H, HKV=HKV, D=D, BT=64)
-    return o
-'''
-
-# exp2 with the scale folded into log2(e), one flat (B*H,) grid, paged cache lengths
-# loaded per sequence, a bf16 output cast in the store
-_EXP2_PAGED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def paged_decode_kernel(
-    q, k_cache, v_cache, block_table, seq_lens, o, qk_scale, MAX_BLOCKS,
-    H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, PAGE: tl.constexpr,
-):
-    i_bh = tl.program_id(0).to(tl.int64)
-    i_b = i_bh // H
-    o_d = tl.arange(0, BD)
-    m_d = o_d < D
-    seq_len = tl.load(seq_lens + i_b)
-    # [BD], in log2 units
-    b_q = tl.load(q + i_bh * D + o_d, mask=m_d, other=0).to(tl.float32) * qk_scale
-    b_m = tl.full([], float("-inf"), dtype=tl.float32)
-    b_l = tl.zeros([], dtype=tl.float32)
-    b_acc = tl.zeros([BD], dtype=tl.float32)
-    for i_n in tl.range(0, seq_len, PAGE, num_stages=2):
-        o_n = i_n + tl.arange(0, PAGE)
-        m_n = o_n < seq_len
-        i_page = tl.load(block_table + i_b * MAX_BLOCKS + i_n // PAGE).to(tl.int64)
-        p_kv = ((i_page * PAGE + tl.arange(0, PAGE)[:, None]) * H + i_bh % H) * D + o_d[None, :]
-        b_k = tl.load(k_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
-        b_v = tl.load(v_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
-        b_s = tl.where(m_n, tl.sum(b_q[None, :] * b_k, 1), float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
-        b_alpha = tl.exp2(b_m - b_m_new)
-        b_p = tl.exp2(b_s - b_m_new)
-        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * b_v, 0)
-        b_l = b_l * b_alpha + tl.sum(b_p, 0)
-        b_m = b_m_new
-    tl.store(o + i_bh * D + o_d, (b_acc / b_l).to(o.dtype.element_ty), mask=m_d)
-
-
-def paged_decode(q, k_cache, v_cache, block_table, seq_lens):
-    B, H, D = q.shape
-    PAGE = k_cache.shape[1]
-    o = torch.empty_like(q)
-    paged_decode_kernel[(B * H,)](
-        q, k_cache, v_cache, block_table, seq_lens, o, D**-0.5 * 1.4426950408889634, block_table.shape[1],
-        H=H, D=D, BD=triton.next_power_of_2(D), PAGE=PAGE,
-    )
-    return o
-'''
-
-
-# a page-table walk one page per iteration, `range(NT)` over tiles (vLLM/SGLang paged decode)
-_PAGE_WALK = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def paged_decode_fwd_kernel(
-    q, k_cache, v_cache, page_table, seq_lens, o, scale, MAX_PAGES,
-    H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, PAGE: tl.constexpr,
-):
-    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    i_hkv = i_h // (H // HKV)
-    o_d = tl.arange(0, D)
-    o_p = tl.arange(0, PAGE)
-    seq_len = tl.load(seq_lens + i_b)
-    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
-    b_m = float("-inf")
-    b_l = 0.0
-    b_acc = tl.zeros([D], dtype=tl.float32)
-    for i_page in range(tl.cdiv(seq_len, PAGE)):
-        page = tl.load(page_table + i_b * MAX_PAGES + i_page).to(tl.int64)
-        m_t = i_page * PAGE + o_p < seq_len
-        p_kv = ((page * PAGE + o_p[:, None]) * HKV + i_hkv) * D + o_d[None, :]
-        b_s = tl.where(m_t, tl.sum(tl.load(k_cache + p_kv, mask=m_t[:, None], other=0.0).to(tl.float32) * b_q[None, :], 1), float("-inf"))
-        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
-        b_p = tl.exp(b_s - b_m_new)
-        b_alpha = tl.exp(b_m - b_m_new)
-        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(v_cache + p_kv, mask=m_t[:, None], other=0.0).to(tl.float32), 0)
-        b_l = b_l * b_alpha + tl.sum(b_p, 0)
-        b_m = b_m_new
-    tl.store(o + (i_b * H + i_h) * D + o_d, (b_acc / b_l).to(o.dtype.element_ty))
-
-
-def paged_decode(q, k_cache, v_cache, page_table, seq_lens):
-    B, H, D = q.shape
-    o = torch.empty_like(q)
-    paged_decode_fwd_kernel[(B, H)](
-        q, k_cache, v_cache, page_table, seq_lens, o, D**-0.5, page_table.shape[1],
-        H=H, HKV=k_cache.shape[2], D=D, PAGE=k_cache.shape[1],
-    )
-    return o
-'''
-
-class SplitKvLseMerge(KernelCodemod):
+class SplitKvLseMerge(PlannedCodemod):
     PATTERN = "split_kv_lse_merge"
     DESCRIPTION = "split each program's KV loop across programs and merge the partials by log-sum-exp"
-    REFUSES = [
-        (_BRANCHING_EPILOGUE, r"line 2\d: after the KV loop only assignments and tl.store calls can move into the merge"),
-        (_ADVANCING, r"p_k, p_v are carried across iterations of the KV loop"),
-        (_NOT_SOFTMAX, r"no online-softmax running max"),
-        (_AUTOTUNED, r"BT is chosen by @triton.autotune"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_GQA_NOSPLIT, _EXP2_PAGED, _PAGE_WALK, _WRITES_LSE]
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
-
-    def end_line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).end.line
 
     # -- planning ----------------------------------------------------------------------
-    def visit_Module(self, node: cst.Module) -> None:
+    def plan(self, node: cst.Module) -> None:
         k = self.kernel
-        if k is None:
-            self.refuse("the file has no Triton kernel")
         fixed = self.params["num_splits"]
         if fixed != "auto" and not (fixed.isdigit() and int(fixed) >= 1):
             self.refuse(f"--param num_splits={fixed}: 'auto' or a positive number of splits")
         self.fixed = None if fixed == "auto" else int(fixed)
-        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
-        if fn is None:
-            self.refuse(f"{k.name} is not a top-level function of the file")
+        fn = self.fn
         host_names = {n for la in k.launches for n in self.facts.host_assigns.get(la.function, {})}
         host_names |= {p.name.value for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value in {la.function for la in k.launches}
                        for p in s.params.params}
@@ -428,8 +86,6 @@ class SplitKvLseMerge(KernelCodemod):
         if not free:
             self.refuse(f"{k.name} or its launcher already uses the names {' and '.join(LSE_NAMES)}")
         self.lse = free[0]
-        self.edits: dict[cst.CSTNode, object] = {}
-        self.fn = fn
         self.module_code = node.code
         self._plan_kernel(fn)
         taken = {p.name for p in k.params} | set(k.assigns)
@@ -477,13 +133,13 @@ class SplitKvLseMerge(KernelCodemod):
         if self.block and k.autotune is not None and any(self.block in cfg or self.block in cfg.get("source", "") for cfg in k.autotune.configs):
             self.refuse(f"{self.block} is chosen by @triton.autotune: the launcher and the merge need its value")
         self.bound = code(end_arg.value)
-        bound_names = _names(end_arg.value)
+        bound_names = names_in(end_arg.value)
         if len(args) == 1:
-            self.edits[loop.iter] = lambda u: u.with_changes(args=[
-                cst.Arg(cst.Name("start"), comma=_comma()), u.args[0].with_changes(value=cst.Name("end")), *u.args[1:]])
+            self.replace(loop.iter, lambda u: u.with_changes(args=[
+                cst.Arg(cst.Name("start"), comma=_comma()), u.args[0].with_changes(value=cst.Name("end")), *u.args[1:]]))
         else:
-            self.edits[loop.iter] = lambda u: u.with_changes(args=[
-                u.args[0].with_changes(value=cst.Name("start")), u.args[1].with_changes(value=cst.Name("end")), *u.args[2:]])
+            self.replace(loop.iter, lambda u: u.with_changes(args=[
+                u.args[0].with_changes(value=cst.Name("start")), u.args[1].with_changes(value=cst.Name("end")), *u.args[2:]]))
         # the softmax state: m (-inf), l, acc ([W] zeros), all carried through the loop
         before = body[:li]
         inits: dict[str, cst.BaseExpression] = {}
@@ -540,7 +196,7 @@ class SplitKvLseMerge(KernelCodemod):
         outs: list[str] = []
         for s in store_stmts:
             ptr, _, _ = _store_parts(s)
-            base = sorted(_bases(ptr, pointers, k.assigns))
+            base = sorted(pointer_bases(ptr, pointers, k.assigns, calls=False))
             if len(base) != 1:
                 self.refuse(f"line {self.line(s)}: cannot tell the output pointer of the store (`{code(ptr)}`)")
             outs += [b for b in base if b not in outs]
@@ -551,7 +207,7 @@ class SplitKvLseMerge(KernelCodemod):
                 self.refuse(f"the output {out} is used outside its store (line {self.line(uses[0])})")
         # the store of the [W] result gives the partial store its columns and mask
         cols = {n for n in k.assigns if re.fullmatch(rf"tl\.arange\(0,\s*{re.escape(self.width)}\)", k.assigns[n][1])}
-        wide = [s for s in store_stmts if _names(_store_parts(s)[0]) & cols]
+        wide = [s for s in store_stmts if names_in(_store_parts(s)[0]) & cols]
         if len(wide) > 1:
             self.refuse(f"{len(wide)} stores after the KV loop write [{self.width}] vectors: only one output row can be merged")
         if not wide and len(store_stmts) == 1:
@@ -559,7 +215,7 @@ class SplitKvLseMerge(KernelCodemod):
         if not wide:
             self.refuse(f"no store after the KV loop writes the [{self.width}] result with a tl.arange(0, {self.width}) offset")
         ptr, _, mask = _store_parts(wide[0])
-        col = sorted(_names(ptr) & cols)
+        col = sorted(names_in(ptr) & cols)
         self.col = col[0] if len(col) == 1 else f"tl.arange(0, {self.width})"
         self.mask = mask
         self.epilogue = epilogue
@@ -582,14 +238,14 @@ class SplitKvLseMerge(KernelCodemod):
             self.refuse(f"{k.name} does not bind each program_id axis to a variable (`i_b = tl.program_id(0)`)")
         self.pids = [axes[a][1] for a in sorted(axes)]
         last_stmt, _, cast = axes[len(axes) - 1]
-        self.edits[last_stmt] = lambda u, a=len(axes), c=cast: append_pid(u, a, c, "i_s")
+        self.replace(last_stmt, lambda u, a=len(axes), c=cast: append_pid(u, a, c, "i_s"))
         stems = [p[2:] for p in self.pids if p.startswith("i_")]
         self.row = f"i_{''.join(stems)}s" if len(stems) == len(self.pids) else "i_part"
         if self.row in k.assigns or any(p.name == self.row for p in k.params):
             self.refuse(f"{k.name} already uses the name {self.row}")
         # the merge's prologue: statements the epilogue and L need (the merge supplies m, l and acc)
         state = {self.m, self.l, self.acc}
-        epi_names = set().union(*(_names(s) for s in epilogue)) - set().union(*(_bound(s) for s in epilogue))
+        epi_names = set().union(*(names_in(s) for s in epilogue)) - set().union(*(_bound(s) for s in epilogue))
         wanted = (epi_names - state) | bound_names | set(self.pids)
         prologue = []
         for s in reversed(body[:li]):
@@ -597,7 +253,7 @@ class SplitKvLseMerge(KernelCodemod):
                 if not m.matches(s, m.SimpleStatementLine(body=[m.Assign() | m.AugAssign()])):
                     self.refuse(f"line {self.line(s)}: the merge needs `{code(s)[:40]}`, which is not a plain assignment")
                 prologue.insert(0, s)
-                wanted |= _names(s)
+                wanted |= names_in(s)
         if wanted & state:
             self.refuse("the output stores depend on the softmax state through statements before the KV loop")
         self.prologue = prologue
@@ -615,20 +271,18 @@ class SplitKvLseMerge(KernelCodemod):
             self.refuse(f"the merge kernel would reuse the name {clash[0]}")
         # kernel edits
         pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
-        self.param_comma = _param_separator(fn, self.module_code, pos, "NUM_SPLITS: tl.constexpr")
-        self.edits[fn.params] = self._kernel_params
-        self.edits[fn.body] = self._wrap_body
-        self.edits[epilogue[0]] = self._partial_store
+        self.param_comma = param_separator(fn, self.module_code, pos, "NUM_SPLITS: tl.constexpr")
+        self.replace(fn.params, self._kernel_params)
+        self.replace(fn.body, self._wrap_body)
+        self.replace(epilogue[0], self._partial_store)
         for s in epilogue[1:]:
-            self.edits[s] = lambda u: cst.RemovalSentinel.REMOVE
+            self.replace(s, lambda u: cst.RemovalSentinel.REMOVE)
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
-        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
-        if call is None:  # pragma: no cover - facts and tree agree on lines
-            self.refuse(f"cannot find the launch on line {line}")
+        call, at = self.launch_in(host, line)
         stmts = list(host.body.body)
-        launch_stmt = next(s for s in stmts if self.line(s) <= line <= self.end_line(s))
+        launch_stmt = stmts[at]
         if not m.matches(launch_stmt, m.SimpleStatementLine(body=[m.Expr(m.Call())])):
             self.refuse(f"the launch on line {line} is not a statement of its own at the top of {host.name.value}")
         locals_ = set(self.facts.host_assigns.get(host.name.value, {})) | {p.name.value for p in host.params.params}
@@ -649,8 +303,8 @@ class SplitKvLseMerge(KernelCodemod):
         self.grid_text = code(grid_node)
         grid_elems = [code(e.value) for e in grid_node.elements]
         self.programs = " * ".join(factor(e.value) for e in grid_node.elements)
-        self.edits[grid_node] = lambda u: u.with_changes(elements=[
-            *[e.with_changes(comma=_comma()) for e in u.elements], cst.Element(cst.Name("num_splits"))])
+        self.replace(grid_node, lambda u: u.with_changes(elements=[
+            *[e.with_changes(comma=_comma()) for e in u.elements], cst.Element(cst.Name("num_splits"))]))
         # host value of every kernel parameter
         names = [p.name for p in k.params]
         positional = [a for a in call.args if a.keyword is None]
@@ -694,7 +348,7 @@ class SplitKvLseMerge(KernelCodemod):
             cap_arg = self.host_value.get(self.bound)
             cap = code(cap_arg.value) if cap_arg is not None else None
         host_width = self._host(self.width)
-        block = _render("launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"], per_sm=self.params["programs_per_sm"],
+        block = render_stmts("split_kv_lse_merge", "launcher.py.j2", hoisted=list(self.hoisted.items()), fixed=self.fixed, max_splits=self.params["max_splits"], per_sm=self.params["programs_per_sm"],
                         device=self.device, programs=self.programs, programs_text=self.programs.replace(" ", ""),
                         cap=cap, block=self._host(self.block) if self.block else None, grid=", ".join(grid_elems), width=host_width,
                         lse=self.lse)
@@ -712,9 +366,9 @@ class SplitKvLseMerge(KernelCodemod):
         self.merge_name = _merge_name(k.name)
         if self.merge_name in {f.name for f in self.facts.kernels} | set(self.facts.host_functions):
             self.refuse(f"the file already defines {self.merge_name}")
-        launch = _render("merge_launch.py.j2", name=self.merge_name, grid=self.grid_text, args=merge_args + merge_kwargs)
-        self.edits[launch_stmt] = lambda u, b=block, after=launch: cst.FlattenSentinel([*b, u, *after])
-        self.edits[call] = self._launch_args
+        launch = render_stmts("split_kv_lse_merge", "merge_launch.py.j2", name=self.merge_name, grid=self.grid_text, args=merge_args + merge_kwargs)
+        self.replace(launch_stmt, lambda u, b=block, after=launch: cst.FlattenSentinel([*b, u, *after]))
+        self.replace(call, self._launch_args)
 
     def _host(self, name: str) -> str:
         """A kernel parameter's value on the host, as text."""
@@ -743,14 +397,14 @@ class SplitKvLseMerge(KernelCodemod):
     def _wrap_body(self, u: cst.IndentedBlock) -> cst.IndentedBlock:
         body = list(u.body)
         head, rest = body[:self.split_at], body[self.split_at:]
-        split = _render("kernel_split.py.j2", bound=self.bound, block=self.block)
+        split = render_stmts("split_kv_lse_merge", "kernel_split.py.j2", bound=self.bound, block=self.block)
         rest[0] = rest[0].with_changes(leading_lines=[ln for ln in rest[0].leading_lines if ln.comment is not None])
         guard = cst.If(test=cst.parse_expression("end > start"), body=cst.IndentedBlock(rest))
         return u.with_changes(body=[*head, *split, guard])
 
     def _partial_store(self, u: cst.SimpleStatementLine):
         mask = f", mask={code(self.mask.value)}" if self.mask is not None else ""
-        stmts = _render("kernel_store.py.j2", row=self.row, row_expr=self._row_expr(), width=self.width, col=self.col,
+        stmts = render_stmts("split_kv_lse_merge", "kernel_store.py.j2", row=self.row, row_expr=self._row_expr(), width=self.width, col=self.col,
                         acc=self.acc, l=self.l, m=self.m, log=self.log, mask=mask, lse=self.lse)
         # blank lines stay; comments travel with the epilogue into the merge
         stmts[0] = stmts[0].with_changes(leading_lines=[ln for ln in u.leading_lines if ln.comment is None])
@@ -791,7 +445,7 @@ class SplitKvLseMerge(KernelCodemod):
         runtime = ["o_part", self.lse, *[p.name for p in self.merge_params if not p.constexpr]]
         constexprs = [f"{p.name}: {p.annotation}" + (f" = {p.default}" if p.default else "") for p in self.merge_params if p.constexpr]
         mask = f", mask={code(self.mask.value)}, other=0" if self.mask is not None else ""
-        text = _env().get_template("merge_kernel.py.j2").render(
+        text = render("split_kv_lse_merge", "merge_kernel.py.j2",
             name=self.merge_name, kernel=self.kernel.name, runtime=runtime, constexprs=[*constexprs, "NUM_SPLITS: tl.constexpr"],
             bound=self.bound, block=self.block, m=self.m, l=self.l, acc=self.acc, width=self.width, row=self.row,
             row_expr=self._row_expr(), m_new=self.m_new, exp=self.exp, col=self.col, load_mask=mask, lse=self.lse)
@@ -813,43 +467,9 @@ class SplitKvLseMerge(KernelCodemod):
         body.insert(at + 1, self._merge_kernel())
         if self.need_sms:
             h = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == self.host.name.value)
-            helper = _render("num_sms.py.j2")[0]
+            helper = render_stmts("split_kv_lse_merge", "num_sms.py.j2")[0]
             body.insert(h, helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
         return updated.with_changes(body=body)
-
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
-        updated = super().on_leave(original, updated)
-        edit = self.edits.get(original)
-        return edit(updated) if edit is not None else updated  # type: ignore[operator]
-
-
-def _param_separator(fn: cst.FunctionDef, source: str, positions, added: str, width: int = 120):
-    """The comma after the signature's last parameter before `added`: on the same line while it fits in
-    `width` columns, else a line break indented like that line's first parameter."""
-    params = list(fn.params.params)
-    last = params[-1]
-    line = positions(last).end.line
-    text = source.splitlines()[line - 1]
-    if len(text.rstrip()) + len(added) + 2 <= width:
-        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    col = min(positions(p).start.column for p in params if positions(p).start.line == line)
-    return cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(
-        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=False, last_line=cst.SimpleWhitespace(" " * col)))
-
-
-def _bases(expr: cst.BaseExpression, pointers: set[str], assigns: dict, seen: frozenset = frozenset()) -> set[str]:
-    """Pointer parameters an address is based on: the terms of its sums (not of its products), through assignments."""
-    if isinstance(expr, cst.Name):
-        if expr.value in pointers:
-            return {expr.value}
-        if expr.value in assigns and expr.value not in seen:
-            return _bases(cst.parse_expression(assigns[expr.value][1]), pointers, assigns, seen | {expr.value})
-        return set()
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
-        return _bases(expr.left, pointers, assigns, seen) | _bases(expr.right, pointers, assigns, seen)
-    if isinstance(expr, (cst.Subscript, cst.Attribute)):
-        return _bases(expr.value, pointers, assigns, seen)
-    return set()
 
 
 def _carried(loop: cst.For) -> list[str]:
@@ -858,14 +478,14 @@ def _carried(loop: cst.For) -> list[str]:
     for stmt in loop.body.body:
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign()])):
             a = stmt.body[0]  # type: ignore[attr-defined]
-            reads, binds = _names(a.value), _names(a.targets[0].target)  # type: ignore[attr-defined]
+            reads, binds = names_in(a.value), names_in(a.targets[0].target)  # type: ignore[attr-defined]
         else:
-            reads, binds = _names(stmt), set()
+            reads, binds = names_in(stmt), set()
         for n in reads:
             first.setdefault(n, True)
         for n in binds:
             first.setdefault(n, False)
-    target = _names(loop.target)
+    target = names_in(loop.target)
     return [n for n, read in first.items() if read and n not in target]
 
 

@@ -24,226 +24,33 @@ with `o_v < V`).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import jinja2
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
-from patterns.rewriter.base import KernelCodemod
-from patterns.rewriter.edits import code, factor, fold_pid, kwarg, pid_call
+from patterns.rewriter.edits import (
+    PlannedCodemod, code, factor, flat, fold_pid, kwarg, launcher_assigns, param_separator, pid_call, render_stmts,
+)
 
 BLOCK_NAMES = ("BV", "BLOCK_V", "BLOCK_DV")
 V_NAMES = ("V", "DV")  # kernels that cover V whole: o_v = tl.arange(0, V)
 REDUCTIONS = {"tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin", "tl.cumsum", "tl.cumprod", "tl.associative_scan", "tl.xor_sum"}
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "split_underfilled_grid"
 TILE = "i_v"
-
-
-def _render(name: str, **values) -> list[cst.BaseStatement]:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    module = cst.parse_module(env.get_template(name).render(**values))
-    body = list(module.body)
-    body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
-    return body
 
 
 def _arange(block: str) -> m.Call:
     return m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("arange")), args=[m.Arg(m.Integer("0")), m.Arg(m.Name(block))])
 
 
-def _host_assigns(host: cst.FunctionDef) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
-    """name -> [(top-level statement, the expression assigned to it)] in the launcher body."""
-    out: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
-    for stmt in host.body.body:
-        for assign in m.findall(stmt, m.Assign() | m.AugAssign()):
-            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[attr-defined]
-            val = assign.value  # type: ignore[attr-defined]
-            for tgt in targets:
-                if isinstance(tgt, cst.Name):
-                    out.setdefault(tgt.value, []).append((stmt, val))
-                elif isinstance(tgt, cst.Tuple):
-                    same = isinstance(val, cst.Tuple) and len(val.elements) == len(tgt.elements)
-                    for i, el in enumerate(tgt.elements):
-                        if isinstance(el.value, cst.Name):
-                            out.setdefault(el.value.value, []).append((stmt, val.elements[i].value if same else val))  # type: ignore[union-attr]
-    return out
-
-
-_OUTPUT_NORM = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def gdn_decode_norm_kernel(q, k, v, h, w, o, eps, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    i_nh = tl.program_id(0).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_v = tl.arange(0, BV)
-    m_v = o_v < V
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
-    tl.store(p_h, b_h, mask=m_v[None, :])
-    b_o = tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0)
-    # gated RMSNorm of the output over V: needs every V column in this program
-    b_o = b_o * tl.rsqrt(tl.sum(b_o * b_o) / V + eps) * tl.load(w + o_v, mask=m_v, other=0)
-    tl.store(o + i_nh * V + o_v, b_o, mask=m_v)
-
-
-def gdn_decode_norm(q, k, v, h, w, eps=1e-6):
-    B, H, K = q.shape
-    V = v.shape[-1]
-    o = torch.empty_like(v)
-    gdn_decode_norm_kernel[(B * H,)](q, k, v, h, w, o, eps, K=K, V=V, BV=triton.next_power_of_2(V))
-    return o
-'''
-
-_THREE_AXES = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def chunk_state_kernel(k, v, h, NT, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr):
-    i_b, i_h, i_t = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_v = tl.arange(0, BV)
-    o_t = i_t * BT + tl.arange(0, BT)
-    m_v = o_v < V
-    b_k = tl.load(k + ((i_b * NT * BT + o_t[:, None]) * K + o_k[None, :]))
-    b_v = tl.load(v + ((i_b * NT * BT + o_t[:, None]) * V + o_v[None, :]), mask=m_v[None, :], other=0)
-    tl.store(h + (((i_b * tl.num_programs(1) + i_h) * NT + i_t) * K + o_k[:, None]) * V + o_v[None, :], tl.dot(tl.trans(b_k), b_v), mask=m_v[None, :])
-
-
-def chunk_state(k, v, BT=16):
-    B, H, T, K = k.shape
-    V = v.shape[-1]
-    NT = T // BT
-    h = torch.empty(B, H, NT, K, V, device=k.device)
-    chunk_state_kernel[(B, H, NT)](k, v, h, NT, K=K, V=V, BT=BT, BV=triton.next_power_of_2(V))
-    return h
-'''
-
-_AUTOTUNED = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.autotune(configs=[triton.Config({"BV": bv}) for bv in (32, 64, 128)], key=["V"])
-@triton.jit
-def tuned_decode_kernel(q, k, v, h, o, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    i_nh = tl.program_id(0).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_v = tl.arange(0, BV)
-    m_v = o_v < V
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
-    tl.store(p_h, b_h, mask=m_v[None, :])
-    tl.store(o + i_nh * V + o_v, tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0), mask=m_v)
-
-
-def tuned_decode(q, k, v, h):
-    B, H, K = q.shape
-    o = torch.empty_like(v)
-    tuned_decode_kernel[(B * H,)](q, k, v, h, o, K=K, V=v.shape[-1])
-    return o
-'''
-
-# a decode that covers V whole with tl.arange(0, V): the split adds the BV constexpr
-_WHOLE_V = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def linear_attn_decode_kernel(q, k, v, h, o, scale, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr):
-    i_n, i_hv = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
-    i_nh = i_n * HV + i_hv
-    o_k = tl.arange(0, K)
-    o_v = tl.arange(0, V)
-    b_q = tl.load(q + i_nh * K + o_k).to(tl.float32) * scale
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    # [K, V]
-    b_h = tl.load(p_h) + b_k[:, None] * tl.load(v + i_nh * V + o_v).to(tl.float32)[None, :]
-    tl.store(p_h, b_h)
-    tl.store(o + i_nh * V + o_v, tl.sum(b_h * b_q[:, None], 0).to(o.dtype.element_ty))
-
-
-def linear_attn_decode(q, k, v, h):
-    N, HV, K = q.shape
-    V = v.shape[-1]
-    o = torch.empty_like(v)
-    linear_attn_decode_kernel[(N, HV)](q, k, v, h, o, K**-0.5, HV=HV, K=K, V=V, num_warps=8)
-    return o
-'''
-
-# BLOCK_DV passed inline, the grid in a variable, state laid out [V, K] (SGLang style)
-_VK_LAYOUT = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def vk_decode_kernel(q, k, v, h, o, DV, K: tl.constexpr, BLOCK_DV: tl.constexpr):
-    i_nh = tl.program_id(0).to(tl.int64)
-    o_k = tl.arange(0, K)
-    o_dv = tl.arange(0, BLOCK_DV)
-    m_dv = o_dv < DV
-    b_q = tl.load(q + i_nh * K + o_k).to(tl.float32)
-    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
-    p_h = h + i_nh * DV * K + o_dv[:, None] * K + o_k[None, :]
-    # [BLOCK_DV, K]
-    b_h = tl.load(p_h, mask=m_dv[:, None], other=0)
-    b_v = tl.load(v + i_nh * DV + o_dv, mask=m_dv, other=0) - tl.sum(b_h * b_k[None, :], 1)
-    b_h += b_v[:, None] * b_k[None, :]
-    tl.store(p_h, b_h, mask=m_dv[:, None])
-    tl.store(o + i_nh * DV + o_dv, tl.sum(b_h * b_q[None, :], 1), mask=m_dv)
-
-
-def vk_decode(q, k, v, h):
-    B, H, K = q.shape
-    DV = v.shape[-1]
-    o = torch.empty_like(v)
-    grid = (B * H,)
-    vk_decode_kernel[grid](q, k, v, h, o, DV, K=K, BLOCK_DV=triton.next_power_of_2(DV))
-    return o
-'''
-
-
-class SplitUnderfilledGrid(KernelCodemod):
+class SplitUnderfilledGrid(PlannedCodemod):
     PATTERN = "split_underfilled_grid"
     DESCRIPTION = "split V across more programs when the grid under-fills the SMs"
-    REFUSES = [
-        (_OUTPUT_NORM, r"line 19: tl.sum over the V tile: V columns are not independent"),
-        (_THREE_AXES, r"line 16: tl.dot on values of the V tile"),
-        (_AUTOTUNED, r"BV is chosen by @triton.autotune"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    ACCEPTS = [_WHOLE_V, _VK_LAYOUT]
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
-
-    def end_line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).end.line
 
     # -- planning ----------------------------------------------------------------------
-    def visit_Module(self, node: cst.Module) -> None:
+    def plan(self, node: cst.Module) -> None:
         k = self.kernel
-        if k is None:
-            self.refuse("the file has no Triton kernel")
         fixed = self.params["block"]
         if fixed < 0 or fixed & (fixed - 1):
             self.refuse(f"--param block={fixed}: a V tile is a power of two (or 0 to choose from the SM count)")
@@ -252,15 +59,11 @@ class SplitUnderfilledGrid(KernelCodemod):
                 self.refuse(f"--param {name}={self.params[name]}: a V tile is a power of two")
         if self.params["min_bv"] > self.params["max_bv"]:
             self.refuse(f"--param min_bv={self.params['min_bv']} is above max_bv={self.params['max_bv']}")
-        fn = next((s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value == k.name), None)
-        if fn is None:
-            self.refuse(f"{k.name} is not a top-level function of the file")
+        fn = self.fn
         if any(c.via and c.name in ("tl.program_id", "tl.num_programs") for c in k.calls):
             self.refuse(f"a helper of {k.name} reads program ids: renumbering its axes is not automated")
         if any((c.args[0] if c.args else c.kwargs.get("axis", "0")) == "0" for c in k.calls_named("tl.num_programs")):
             self.refuse(f"{k.name} reads tl.num_programs(0): folding the V tiles into axis 0 would change it")
-        self.edits: dict[cst.CSTNode, object] = {}
-        self.fn = fn
         self.module_code = node.code
         self._plan_kernel(fn)
         if not k.launches:
@@ -272,9 +75,9 @@ class SplitUnderfilledGrid(KernelCodemod):
             self._plan_launch(hosts[la.function][1], la.line)
         if "_num_sms" not in hosts and not self.params["block"]:
             first = min((hosts[la.function] for la in k.launches), key=lambda t: t[0])[1]
-            helper = _render("num_sms.py.j2")
-            self.edits[first] = lambda u, h=helper: cst.FlattenSentinel(
-                [h[0].with_changes(leading_lines=u.leading_lines), u.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])])
+            helper = render_stmts("split_underfilled_grid", "num_sms.py.j2")
+            self.replace(first, lambda u, h=helper: cst.FlattenSentinel(
+                [h[0].with_changes(leading_lines=u.leading_lines), u.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])]))
             if self.facts.imports.get("torch") != "torch":
                 AddImportsVisitor.add_needed_import(self.context, "torch")
 
@@ -323,7 +126,7 @@ class SplitUnderfilledGrid(KernelCodemod):
                 two_d = c.args and "None" in c.args[0]
                 if axis is None or axis_of_v is None or axis == axis_of_v or not two_d:
                     self.refuse(f"line {c.line}: {c.name} over the V tile: V columns are not independent, the split would need a merge")
-        self.edits[offset] = lambda u, b=self.block: cst.parse_expression(f"{TILE} * {b} + tl.arange(0, {b})")
+        self.replace(offset, lambda u, b=self.block: cst.parse_expression(f"{TILE} * {b} + tl.arange(0, {b})"))
         # the V extent as the kernel knows it (the launcher passes it): the whole-V constexpr, or the bound of the tile's mask
         if self.kernel_v is not None:
             self.v_param = self.kernel_v
@@ -343,11 +146,11 @@ class SplitUnderfilledGrid(KernelCodemod):
                     break
         if pid_stmt is None:
             self.refuse(f"{k.name} has no `... = tl.program_id(0)` statement to fold the tile index into")
-        self.edits[pid_stmt] = lambda u, n=f"tl.cdiv({self.v_param}, {self.block})": fold_pid(u, 0, n, TILE)
+        self.replace(pid_stmt, lambda u, n=f"tl.cdiv({self.v_param}, {self.block})": fold_pid(u, 0, n, TILE))
         if self.kernel_v is not None:
             pos = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
-            sep = _param_separator(fn, self.module_code, pos, "BV: tl.constexpr")
-            self.edits[fn.params] = lambda u, c=sep: _add_block_param(u, c)
+            sep = param_separator(fn, self.module_code, pos, "BV: tl.constexpr")
+            self.replace(fn.params, lambda u, c=sep: _add_block_param(u, c))
 
     def _texts_with(self, name: str) -> list[str]:
         texts = [expr for _, expr in self.kernel.assigns.values()]
@@ -356,12 +159,9 @@ class SplitUnderfilledGrid(KernelCodemod):
 
     def _plan_launch(self, host: cst.FunctionDef, line: int) -> None:
         k = self.kernel
-        call = next((c for c in m.findall(host, m.Call(func=m.Subscript())) if self.line(c) == line), None)
-        if call is None:  # pragma: no cover - facts and tree agree on lines
-            self.refuse(f"cannot find the launch on line {line}")
+        call, launch_at = self.launch_in(host, line)
         stmts = list(host.body.body)
-        launch_at = next(i for i, s in enumerate(stmts) if self.line(s) <= line <= self.end_line(s))
-        assigns = _host_assigns(host)
+        assigns = launcher_assigns(host)
         grid = call.func.slice[0].slice.value  # type: ignore[union-attr]
         grid_at = launch_at
         if isinstance(grid, cst.Name):
@@ -413,19 +213,18 @@ class SplitUnderfilledGrid(KernelCodemod):
             assign_bv = code(bv_arg.value) if bv_arg is not None else f"triton.next_power_of_2({v})"
             at = min(grid_at, launch_at)
             if bv_arg is not None:
-                self.edits[bv_arg] = lambda u, b=self.block: u.with_changes(value=cst.Name(b))
+                self.replace(bv_arg, lambda u, b=self.block: u.with_changes(value=cst.Name(b)))
             else:
                 self._add_launch_kwarg(call, passed(self.kernel_v), self.block)
-        block = _render("launcher.py.j2", bv=bv, assign_bv=assign_bv, block=self.params["block"], min_bv=self.params["min_bv"],
+        block = render_stmts("split_underfilled_grid", "launcher.py.j2", bv=bv, assign_bv=assign_bv, block=self.params["block"], min_bv=self.params["min_bv"],
                         max_bv=self.params["max_bv"], per_sm=self.params["programs_per_sm"],
                         programs=programs, programs_text=programs.replace(" ", ""), v=v, device=f"{device}.device")
-        prev = self.edits.get(stmts[at])
-        self.edits[stmts[at]] = lambda u, b=block, p=prev: cst.FlattenSentinel([*b, *_flat(p(u) if p else u)])
-        self.edits[grid] = lambda u, e=f"triton.cdiv({v}, {bv})": u.with_changes(elements=[
-            u.elements[0].with_changes(value=cst.parse_expression(f"{factor(u.elements[0].value)} * {e}")), *u.elements[1:]])
+        self.replace(stmts[at], lambda u, b=block: cst.FlattenSentinel([*b, *flat(u)]))
+        self.replace(grid, lambda u, e=f"triton.cdiv({v}, {bv})": u.with_changes(elements=[
+            u.elements[0].with_changes(value=cst.parse_expression(f"{factor(u.elements[0].value)} * {e}")), *u.elements[1:]]))
         warps = next((a for a in call.args if a.keyword and a.keyword.value == "num_warps"), None)
         if warps is not None and isinstance(warps.value, cst.Integer):
-            self.edits[warps] = lambda u, b=bv: u.with_changes(value=cst.parse_expression(f"1 if {b} <= 16 else {u.value.value}"))
+            self.replace(warps, lambda u, b=bv: u.with_changes(value=cst.parse_expression(f"1 if {b} <= 16 else {u.value.value}")))
 
     def _add_launch_kwarg(self, call: cst.Call, after: cst.Arg | None, name: str) -> None:
         """`BV=BV` right after the V keyword, else before the launch options (num_warps, ...), else last."""
@@ -446,21 +245,11 @@ class SplitUnderfilledGrid(KernelCodemod):
                 args.insert(at, kwarg(name, name).with_changes(comma=space))
             return u.with_changes(args=args)
 
-        self.edits[call] = edit
-
-    # -- editing -----------------------------------------------------------------------
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
-        updated = super().on_leave(original, updated)
-        edit = self.edits.get(original)
-        return edit(updated) if edit is not None else updated  # type: ignore[operator]
+        self.replace(call, edit)
 
 
 def _params(host: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in [*host.params.posonly_params, *host.params.params, *host.params.kwonly_params]}
-
-
-def _flat(node) -> list:
-    return list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
 
 
 def _add_block_param(params: cst.Parameters, comma: cst.Comma) -> cst.Parameters:
@@ -471,17 +260,3 @@ def _add_block_param(params: cst.Parameters, comma: cst.Comma) -> cst.Parameters
     items.append(cst.Param(cst.Name("BV"), annotation=cst.Annotation(cst.parse_expression("tl.constexpr"), whitespace_before_indicator=cst.SimpleWhitespace("")),
                            comma=last.comma))
     return params.with_changes(params=items)
-
-
-def _param_separator(fn: cst.FunctionDef, source: str, positions, added: str, width: int = 120):
-    """The comma after the signature's last parameter before `added`: on the same line while it fits in
-    `width` columns, else a line break indented like that line's first parameter."""
-    params = list(fn.params.params)
-    last = params[-1]
-    line = positions(last).end.line
-    text = source.splitlines()[line - 1]
-    if len(text.rstrip()) + len(added) + 2 <= width:
-        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    col = min(positions(p).start.column for p in params if positions(p).start.line == line)
-    return cst.Comma(whitespace_after=cst.ParenthesizedWhitespace(
-        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=False, last_line=cst.SimpleWhitespace(" " * col)))

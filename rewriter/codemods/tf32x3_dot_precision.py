@@ -20,9 +20,8 @@ import re
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import PositionProvider
 
-from patterns.rewriter.base import KernelCodemod
+from patterns.rewriter.edits import PlannedCodemod
 
 AUTO_NAME = "DOT_PRECISION"
 BLOCK = re.compile(r"B(LOCK(_SIZE)?_)?[A-Z]{1,2}")  # a tile constexpr: BK, BV, BLOCK_K, BLOCK_SIZE_N
@@ -31,33 +30,12 @@ AUTO_LINE = (
 )
 
 
-_BF16_DOT = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(a, b, c, BK: tl.constexpr):
-    o = tl.arange(0, BK)
-    b_a = tl.load(a + o[:, None] * BK + o[None, :]).to(tl.bfloat16)
-    b_b = tl.load(b + o[:, None] * BK + o[None, :]).to(tl.bfloat16)
-    tl.store(c + o[:, None] * BK + o[None, :], tl.dot(b_a, b_b))
-"""
-
-
-class Tf32x3DotPrecision(KernelCodemod):
+class Tf32x3DotPrecision(PlannedCodemod):
     PATTERN = "tf32x3_dot_precision"
     DESCRIPTION = "fp32 tl.dot at tf32x3 precision"
-    # (source, reason) pairs the codemod must refuse
-    REFUSES = [
-        (_BF16_DOT, "no fp32 tl.dot at default precision"),
-        ("def f():\n    return 1\n", "no Triton kernel"),
-    ]
-    METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def plan(self, node: cst.Module) -> None:
         k = self.kernel
-        if k is None:
-            self.refuse("the file has no Triton kernel")
         names = {k.name, *k.helpers}
         self.lines = {
             c.line for c in k.calls
@@ -72,6 +50,15 @@ class Tf32x3DotPrecision(KernelCodemod):
         self._stack: list[str] = []
         self.launch_lines = {la.line for la in k.launches} if self.params["precision"] != "ieee" else set()
         self.blocks = [p.name for p in k.params if p.constexpr and BLOCK.fullmatch(p.name)]
+        for call in m.findall(node, m.Call(func=m.Subscript(value=m.Name(k.name)))):
+            if self.line(call) not in self.launch_lines:
+                continue
+            self.warps_stmt = None
+            self.replace(call, self._more_warps)
+            self._more_warps(call)  # sets warps_stmt where the launch needs a named num_warps above it
+            if self.warps_stmt is not None:
+                stmt = next(s for s in m.findall(node, m.SimpleStatementLine()) if self.line(s) <= self.line(call) <= self.end_line(s))
+                self.insert_before(stmt, [self.warps_stmt])
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._stack.append(node.name.value)
@@ -81,14 +68,11 @@ class Tf32x3DotPrecision(KernelCodemod):
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        if m.matches(original.func, m.Subscript(value=m.Name(self.kernel.name))) and \
-                self.get_metadata(PositionProvider, original).start.line in self.launch_lines:
-            return self._more_warps(updated)
         if not self._stack or self._stack[-1] not in self.functions:
             return updated
         if not m.matches(original.func, m.Attribute(value=m.Name("tl"), attr=m.Name("dot"))):
             return updated
-        if self.get_metadata(PositionProvider, original).start.line not in self.lines:
+        if self.line(original) not in self.lines:
             return updated
         args = [a for a in updated.args if not (a.keyword and a.keyword.value == "allow_tf32")]
         last = args[-1]
@@ -122,17 +106,6 @@ class Tf32x3DotPrecision(KernelCodemod):
         args.append(cst.Arg(keyword=cst.Name("num_warps"), value=value, comma=last.comma,
                             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
         return call.with_changes(args=args)
-
-    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-        stmt = getattr(self, "warps_stmt", None)
-        pos = self.get_metadata(PositionProvider, original)
-        if stmt is None or not any(pos.start.line <= line <= pos.end.line for line in self.launch_lines):
-            return updated
-        self.warps_stmt = None
-        # blank lines go above the new statement; the comments right above the launch stay with it
-        lead = list(updated.leading_lines)
-        cut = max((i + 1 for i, ln in enumerate(lead) if ln.comment is None), default=0)
-        return cst.FlattenSentinel([stmt.with_changes(leading_lines=[*lead[:cut], *stmt.leading_lines]), updated.with_changes(leading_lines=lead[cut:])])
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.params["precision"] != "auto":

@@ -298,6 +298,7 @@ class _Scope:
     # variable -> program_id axes its value depends on (taint through assignments)
     pid_deps: dict[str, set[int]] = field(default_factory=dict)
     assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
+    first_assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
     accumulates: dict[str, list[str]] = field(default_factory=dict)
     # variable -> every variable its value derives from, transitively
     var_deps: dict[str, set[str]] = field(default_factory=dict)
@@ -335,6 +336,8 @@ class _Extractor:
         self.module_calls: list[CallSite] = []
         self.host_assigns: dict[str, dict[str, tuple[int, str]]] = {}
         self.host_defaults: dict[str, dict[str, str]] = {}
+        self.jit_names: set[str] = set()  # module names bound to triton.jit (`my_jit = triton.jit`, wrappers)
+        self.jit_wrapped: dict[str, str] = {}  # function -> the name `g = triton.jit(f)` binds
         self._scopes: list[_Scope] = []
         self._kernel_stack: list[KernelFacts | None] = []
         self._pad = ""
@@ -404,8 +407,13 @@ class _Extractor:
         if node.module is None:
             return
         for a in node.names:
-            if a.name != "*":
-                self._alias(a.asname or a.name, f"{node.module}.{a.name}")
+            if a.name == "*":
+                continue
+            full = f"{node.module}.{a.name}"
+            # `from pkg.triton_utils import tl, triton`: re-exports, named as Triton names them
+            if not node.module.startswith("triton") and a.name in ("tl", "triton", "libdevice"):
+                full = {"tl": "triton.language", "triton": "triton", "libdevice": "triton.language.extra.libdevice"}[a.name]
+            self._alias(a.asname or a.name, full)
 
     # -- functions -------------------------------------------------------------
     def enter_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -414,7 +422,9 @@ class _Extractor:
             expr = dec.func if isinstance(dec, ast.Call) else dec
             decorators.append((self._qualify(dotted(expr)), dec))
         names = [n for n, _ in decorators]
-        if any(n in JIT_DECORATORS or n.endswith(".jit") for n in names):
+        if node.name in self.jit_wrapped and not self._scopes:
+            names.append("triton.jit")  # `f = triton.jit(f)` further down the module
+        if any(n in JIT_DECORATORS or n.endswith(".jit") or n in self.jit_names for n in names):
             facts = KernelFacts(
                 name=node.name,
                 path=self.path,
@@ -429,12 +439,24 @@ class _Extractor:
             self.kernels.append(facts)
             self._kernel_stack.append(facts)
         else:
+            # `def grid(meta): return (...)` inside a launcher: the grid, as the lambda it is
+            parent = self._scopes[-1] if self._scopes else None
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if (parent is not None and (not self._kernel_stack or self._kernel_stack[-1] is None) and len(body) == 1
+                    and isinstance(body[0], ast.Return) and body[0].value is not None):
+                args = ", ".join(a.arg for a in node.args.args)
+                parent.assigns[node.name] = (node.lineno, f"lambda {args}: {self.code(body[0].value)}")
             self._kernel_stack.append(None)
             self.host_functions[node.name] = (node.lineno, node.end_lineno)
             defaults = {p.name: p.default for p in self._params(node) if p.default is not None}
             if defaults:
                 self.host_defaults[node.name] = defaults
         self._scopes.append(_Scope(node.name))
+
+    def enter_Return(self, node: ast.Return) -> None:
+        kernel = self._kernel_stack[-1] if self._kernel_stack else None
+        if kernel is not None and node.value is not None:
+            kernel.returns_value = True
 
     def leave_FunctionDef(self, node: ast.FunctionDef) -> None:
         scope = self._scopes.pop()
@@ -446,6 +468,7 @@ class _Extractor:
             kernel.origins = dict(scope.origins)
             kernel.pid_deps = {k: sorted(v) for k, v in scope.pid_deps.items() if v}
             kernel.assigns = dict(scope.assigns)
+            kernel.first_assigns = {v: a for v, a in scope.first_assigns.items() if a != scope.assigns.get(v)}
             kernel.accumulates = dict(scope.accumulates)
             kernel.loaded = sorted(scope.loaded)
         else:
@@ -612,6 +635,7 @@ class _Extractor:
         dtype = self._dtype(value, scope)
         for name in targets:
             scope.assigns[name] = (node.lineno, self.code(value))
+            scope.first_assigns.setdefault(name, scope.assigns[name])
         # `B, T, H, K = q.shape` -> B: (q.shape)[0], ...; `a, b = x, y` -> pairwise
         for t in node.targets:
             if isinstance(t, ast.Tuple):
@@ -911,6 +935,7 @@ _ENTER = {
     ast.Assign: _Extractor.enter_Assign,
     ast.AugAssign: _Extractor.enter_AugAssign,
     ast.Call: _Extractor.enter_Call,
+    ast.Return: _Extractor.enter_Return,
 }
 _LEAVE = {
     ast.FunctionDef: _Extractor.leave_FunctionDef,
@@ -926,6 +951,31 @@ _LEAVE = {
 def _dtype_name(name: str) -> str:
     short = name.rsplit(".", 1)[-1]
     return short if short in FLOAT_DTYPES or short.startswith(("int", "uint", "float")) else ""
+
+
+def _is_jit(node: ast.expr | None) -> bool:
+    """`triton.jit`, `jit`, `pkg.jit`, `triton.jit(...)` with options, `triton.autotune(...)`."""
+    if isinstance(node, ast.Call) and not node.args:
+        node = node.func
+    name = dotted(node) if node is not None else ""
+    return name.rsplit(".", 1)[-1] in ("jit", "autotune", "heuristics") and bool(name)
+
+
+def _module_jit(ex: "_Extractor", tree: ast.Module) -> None:
+    """Kernels made without a decorator line: `f = triton.jit(f)`, `my_jit = triton.jit`,
+    `def my_jit(fn): return triton.jit(fn)` used as `@my_jit`."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            target, value = stmt.targets[0].id, stmt.value
+            if _is_jit(value):
+                ex.jit_names.add(target)
+            elif isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) and (_is_jit(value.func) or (
+                    isinstance(value.func, ast.Call) and _is_jit(value.func.func))):
+                ex.jit_wrapped[value.args[0].id] = target
+        elif isinstance(stmt, ast.FunctionDef) and not stmt.decorator_list:
+            rets = [n for n in ast.walk(stmt) if isinstance(n, ast.Return) and isinstance(n.value, ast.Call)]
+            if stmt.args.args and rets and all(_is_jit(r.value.func) or (isinstance(r.value.func, ast.Call) and _is_jit(r.value.func.func)) for r in rets):
+                ex.jit_names.add(stmt.name)
 
 
 def _inline_helpers(kernels: list[KernelFacts]) -> None:
@@ -966,13 +1016,18 @@ def parse(source: str, path: str = "<string>", tree: ast.Module | None = None) -
         except (ValueError, MemoryError) as exc:  # null bytes, absurd nesting
             raise FactsError(f"{path}: cannot parse: {exc}") from None
     ex = _Extractor(_Source(source), path)
+    _module_jit(ex, tree)
     ex.visit(tree)
     _inline_helpers(ex.kernels)
     by_kernel = {k.name: k for k in ex.kernels}
+    by_kernel.update({bound: by_kernel[fn] for fn, bound in ex.jit_wrapped.items() if fn in by_kernel})
     for launch in ex.launches:
         target = by_kernel.get(launch.kernel.rsplit(".", 1)[-1])
         if target is not None:
             target.launches.append(launch)
+    called = {h for k in ex.kernels for h in k.helpers}
+    for k in ex.kernels:
+        k.device_function = k.returns_value or (k.name in called and not k.launches)
     return FileFacts(
         path=path,
         kernels=ex.kernels,

@@ -1,8 +1,7 @@
 """Inter-chunk output of chunked linear attention: o_t = scale * q_t @ h_[t // BT].
 
-q is [B, T, H, K], the per-chunk states h are [B, NT, H, K, V]. Each operand is
-described once as a block pointer (shape, strides, tile offset, tile shape);
-tl.advance steps it along K and boundary_check masks the ragged edges.
+q is [B, T, H, K], the per-chunk states h are [B, NT, H, K, V]. Every tile is
+addressed by hand: row/column offsets, a pointer grid and a mask per load.
 """
 import torch
 import triton
@@ -22,10 +21,10 @@ def chunk_o_fwd_kernel(
     o += (i_b * T * H + i_h).to(tl.int64) * V
     h += ((i_b * NT + i_t) * H + i_h).to(tl.int64) * K * V
 
-    p_q = tl.make_block_ptr(q, (T, K), (H * K, 1), (i_t * BT, 0), (BT, BK), (1, 0))
-    p_h = tl.make_block_ptr(h, (K, V), (V, 1), (0, i_v * BV), (BK, BV), (1, 0))
     # [BT, BV]
     b_o = tl.zeros([BT, BV], dtype=tl.float32)
+    p_q = tl.make_block_ptr(q, (T, K), (H * K, 1), (i_t * BT, 0), (BT, BK), (1, 0))
+    p_h = tl.make_block_ptr(h, (K, V), (V, 1), (0, i_v * BV), (BK, BV), (1, 0))
     for _ in range(tl.cdiv(K, BK)):
         # [BT, BK]
         b_q = tl.load(p_q, boundary_check=(0, 1), padding_option="zero")
@@ -35,7 +34,7 @@ def chunk_o_fwd_kernel(
         p_q = tl.advance(p_q, (0, BK))
         p_h = tl.advance(p_h, (BK, 0))
     p_o = tl.make_block_ptr(o, (T, V), (H * V, 1), (i_t * BT, i_v * BV), (BT, BV), (1, 0))
-    tl.store(p_o, (b_o * scale).to(p_o.dtype.element_ty), boundary_check=(0, 1))
+    tl.store(p_o, (b_o * scale).to(o.dtype.element_ty), boundary_check=(0, 1))
 
 
 def chunk_o_fwd(q: torch.Tensor, h: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:

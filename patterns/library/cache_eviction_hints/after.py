@@ -1,8 +1,7 @@
 """Decode-time skinny GEMM, y = x @ wᵀ for B ≤ 8 tokens: programs split N.
 
-The weight rows are streamed once: evict_first marks their L2 lines as the first
-to go. x is re-read by every program: evict_last keeps it resident. Results are
-bit-identical; only cache replacement changes.
+Every program streams its own rows of w exactly once and re-reads all of x.
+Both loads use the default cache policy, so the w stream competes with x for L2.
 """
 import torch
 import triton
@@ -22,10 +21,10 @@ def gemv_fwd_kernel(x, w, y, N, K, B: tl.constexpr, BB: tl.constexpr, BN: tl.con
         m_k = o_k < K
         # [BB, BK], the same for every program
         b_x = tl.load(x + o_b[:, None] * K + o_k[None, :], mask=m_b[:, None] & m_k[None, :], other=0.0,
-                      eviction_policy='evict_last')
+                      eviction_policy="evict_last")
         # [BN, BK], read once by one program
         b_w = tl.load(w + o_n[:, None] * K + o_k[None, :], mask=m_n[:, None] & m_k[None, :], other=0.0,
-                      eviction_policy='evict_first')
+                      eviction_policy="evict_first")
         b_y += tl.sum(b_x[:, None, :] * b_w[None, :, :], 2)
     tl.store(y + o_b[:, None] * N + o_n[None, :], b_y, mask=m_b[:, None] & m_n[None, :])
 

@@ -1,7 +1,7 @@
 """KDA-style recurrent decode: one token per sequence, fp32 state [K, V] per head.
 
-One program per head covers all of V (BV = next_power_of_2(V)): the L2 norms,
-the gate and the beta sigmoid are computed once and stay in registers.
+Programs tile V in blocks of BV=32, so every V tile of a head reloads q, k, g
+and recomputes the L2 norms, the gate and the beta sigmoid.
 """
 import torch
 import triton
@@ -32,7 +32,7 @@ def kda_decode_kernel(
     b_beta = tl.sigmoid(tl.load(beta + i_nh).to(tl.float32))
 
     p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
-    # [BK, BV]: the whole state of the head
+    # [BK, BV]
     b_h = tl.load(p_h, mask=m_h, other=0) * tl.exp(b_gk)[:, None]
     b_v = b_beta * (b_v - tl.sum(b_h * b_k[:, None], 0))
     b_h += b_k[:, None] * b_v[None, :]
@@ -45,7 +45,11 @@ def kda_decode(q, k, v, g, beta, A_log, dt_bias, h):
     B, H, K, V = *q.shape, v.shape[-1]
     o = torch.empty_like(v)
     BK, BV = triton.next_power_of_2(K), triton.next_power_of_2(V)
-    # a warp per 2048 fp32 state elements, at most 4: more warps split the reductions over K across warps
+    # one program per head holds the whole [BK, BV] fp32 state in registers
+    assert BV <= 256, f"V={V} is too wide to fuse into one program per head: keep the V tiles"
+    # a warp per 2048 fp32 state elements (64 registers a thread), at most 4: more warps
+    # split the reductions over K across warps, through shared memory
     num_warps = min(4, max(1, BK * BV // 2048))
-    kda_decode_kernel[(B * H,)](q, k, v, g, beta, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
+    grid = (B * H,)
+    kda_decode_kernel[grid](q, k, v, g, beta, A_log, dt_bias, o, h, K**-0.5, H=H, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps)
     return o, h

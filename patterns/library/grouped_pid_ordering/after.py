@@ -1,8 +1,7 @@
-"""Tiled GEMM c = a @ b on a 1-D grid, programs mapped to tiles in grouped order.
+"""Tiled GEMM c = a @ b on a 1-D grid, programs mapped to tiles in row-major order.
 
-Program ids fill a column of GROUP_SIZE_M tiles before moving right, so the
-programs resident at the same time share a few A row-panels and a few B
-column-panels, and most of their loads hit in L2.
+Consecutive program ids walk along one row of C tiles: the programs resident at
+the same time share one A row-panel but each needs a different B column-panel.
 """
 import torch
 import triton
@@ -48,5 +47,5 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty(M, N, device=a.device, dtype=a.dtype)
     BM, BN, BK = 16, 32, 32
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
-    matmul_kernel[grid](a, b, c, M, N, K, BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=4)
+    matmul_kernel[grid](a, b, c, M, N, K, BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=8)
     return c

@@ -1,7 +1,8 @@
 """KDA fused recurrence over T tokens (chunked prefill, speculative verify).
 
-The per-head decay parameters are loaded once, before the token loop, and
--exp(A_log) is computed there: each step only adds dt_bias to its own g_t.
+The per-head decay parameters A_log and dt_bias are loaded, and exp(A_log)
+computed, inside the token loop: the loop stores o_t every step, so Triton's
+loop-invariant code motion leaves the loads where they are.
 """
 import torch
 import triton
@@ -26,18 +27,18 @@ def kda_fused_recurrent_fwd_kernel(
     p_v = v + (i_n * T * H + i_h) * V + o_v
     p_beta = beta + i_n * T * H + i_h
     p_o = o + (i_n * T * H + i_h) * V + o_v
-    # per-head decay parameters: identical for every token
-    b_A = -tl.exp(tl.load(A_log + i_h))
-    b_bias = tl.load(dt_bias + i_h * K + o_k, mask=m_k, other=0)
     # [BK, BV]
     b_h = tl.load(h0 + i_nh * K * V + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
+    # loop-invariant: computed once here, not on every iteration
+    b_A = tl.load(A_log + i_h)
+    b_bias = tl.load(dt_bias + i_h * K + o_k, mask=m_k, other=0)
     for _ in range(0, T):
         b_q = tl.load(p_q, mask=m_k, other=0).to(tl.float32)
         b_k = tl.load(p_k, mask=m_k, other=0).to(tl.float32)
         b_v = tl.load(p_v, mask=m_v, other=0).to(tl.float32)
         b_g = tl.load(p_g, mask=m_k, other=0).to(tl.float32)
         b_g = b_g + b_bias
-        b_gk = b_A * tl.where(b_g > 20.0, b_g, tl.log(1 + tl.exp(b_g)))
+        b_gk = -tl.exp(b_A) * tl.where(b_g > 20.0, b_g, tl.log(1 + tl.exp(b_g)))
         b_beta = tl.sigmoid(tl.load(p_beta).to(tl.float32))
 
         b_h *= tl.exp(b_gk)[:, None]

@@ -1,9 +1,8 @@
-"""Tiled GEMM c = a @ b as a persistent kernel: one program per SM loops over tiles.
+"""Tiled GEMM c = a @ b, one program per output tile (grouped order).
 
-The grid is min(NUM_SMS, num_tiles); program p takes tiles p, p + NUM_SMS,
-p + 2·NUM_SMS, ... (grouped order inside). Set-up happens once per program, and
-with flatten=True the compiler can start the next tile's loads during the
-current tile's epilogue.
+The grid has one program per tile: every tile pays its own launch slot, index
+set-up and pipeline fill, and its epilogue (convert + store) runs while that
+SM's tensor cores wait for the next program.
 """
 import torch
 import triton
@@ -14,17 +13,19 @@ import triton.language as tl
 def matmul_kernel(
     a, b, c, M, N, K,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
 ):
-    start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_tiles = num_pid_m * num_pid_n
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    num_tiles = num_pid_m * num_pid_n
     o_k = tl.arange(0, BLOCK_SIZE_K)
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+    # a persistent grid: program p takes tiles p, p + NUM_SMS, p + 2 * NUM_SMS, ...
+    for tile_id in range(tl.program_id(0), num_tiles, NUM_SMS):
         group_id = tile_id // num_pid_in_group
         first_pid_m = group_id * GROUP_SIZE_M
+        # the last group is short when num_pid_m is not a multiple of GROUP_SIZE_M
         group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
         pid_m = first_pid_m + ((tile_id % num_pid_in_group) % group_size_m)
         pid_n = (tile_id % num_pid_in_group) // group_size_m
@@ -32,7 +33,7 @@ def matmul_kernel(
         o_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
         o_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         m_m, m_n = o_m < M, o_n < N
-        # [BM, BN], zeroed for every tile
+        # [BM, BN]
         b_acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
         for k in range(0, K, BLOCK_SIZE_K):
             m_k = (k + o_k) < K

@@ -3,8 +3,8 @@
 Each layer's kernel writes its K rows into the paged KV pool; the main thread
 then blocks in a native wait until the layer is done and hands the layer to the
 transfer thread, which copies its pages into the send buffer. The native call
-comes from a ctypes.CDLL handle, which releases the GIL for the duration of the
-call, so the transfer thread ships layer l-1 while the main thread waits on layer l.
+comes from a ctypes.PyDLL handle, which keeps the GIL for the whole wait, so
+the transfer thread cannot run while the main thread waits.
 """
 import ctypes
 import queue

@@ -1,8 +1,7 @@
 """Decode attention: one query token per sequence against its KV cache.
 
-Split-KV: each program takes one of NUM_SPLITS ranges of a sequence's cache and
-writes a normalised partial output and its log-sum-exp; a second kernel merges
-the partials. The grid grows from B*H to B*H*NUM_SPLITS programs.
+One program per (sequence, head) walks the whole KV range with an online
+softmax. At batch 1 with 32 heads that is 32 programs streaming a long cache.
 """
 import torch
 import triton
@@ -29,7 +28,7 @@ def decode_attention_fwd_kernel(
         b_acc = tl.zeros([BD], dtype=tl.float32)
         for i_n in range(start, end, BLOCK_N):
             o_n = i_n + tl.arange(0, BLOCK_N)
-            m_n = o_n < end
+            m_n = o_n < seq_len
             p_kv = ((i_b * N + o_n[:, None]) * H + i_h) * D + o_d[None, :]
             # [BLOCK_N, BD]
             b_k = tl.load(k_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
@@ -42,7 +41,7 @@ def decode_attention_fwd_kernel(
             b_s = b_s * b_r + tl.sum(b_p, 0)
             b_m = b_m_new
         i_bhs = (i_b * H + i_h) * NUM_SPLITS + i_s
-        tl.store(o_part + i_bhs * D + o_d, b_acc / b_s, mask=m_d)
+        tl.store(o_part + i_bhs * BD + o_d, b_acc / b_s, mask=m_d)
         tl.store(lse + i_bhs, b_m + tl.log(b_s))
 
 
@@ -55,7 +54,7 @@ def decode_attention_merge_kernel(
     o_d = tl.arange(0, BD)
     m_d = o_d < D
     seq_len = tl.load(seq_lens + i_b)
-    # the same split lengths as the first kernel, so empty splits are skipped, never read
+    # the same split lengths as decode_attention_fwd_kernel: its empty splits wrote nothing and are skipped
     split_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
     b_m = float("-inf")
     b_s = 0.0
@@ -67,7 +66,7 @@ def decode_attention_merge_kernel(
             b_m_new = tl.maximum(b_m, b_lse)
             b_r = tl.exp(b_m - b_m_new)
             b_w = tl.exp(b_lse - b_m_new)
-            b_acc = b_acc * b_r + b_w * tl.load(o_part + i_bhs * D + o_d, mask=m_d, other=0)
+            b_acc = b_acc * b_r + b_w * tl.load(o_part + i_bhs * BD + o_d, mask=m_d, other=0)
             b_s = b_s * b_r + b_w
             b_m = b_m_new
     tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_s, mask=m_d)
@@ -82,16 +81,15 @@ def _num_sms(device: torch.device) -> int:
 def decode_attention(q, k_cache, v_cache, seq_lens):
     B, H, D = q.shape
     N = k_cache.shape[1]
-    BD, BLOCK_N = triton.next_power_of_2(D), 32
-    # about two programs per SM, never more splits than BLOCK_N tiles of the cache;
-    # sized from the cache capacity N, not seq_lens.max(), to avoid a host sync
-    num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(q.device), B * H), triton.cdiv(N, BLOCK_N)))
-    o_part = torch.empty(B, H, num_splits, D, dtype=torch.float32, device=q.device)
-    lse = torch.empty(B, H, num_splits, dtype=torch.float32, device=q.device)
     o = torch.empty(B, H, D, dtype=torch.float32, device=q.device)
+    BD, BLOCK_N = triton.next_power_of_2(D), 32
+    # split the KV range until the B*H*num_splits programs give every SM about 64:
+    # short programs in many waves, so the last wave's idle SMs cost little
+    num_splits = max(1, min(16, triton.cdiv(64 * _num_sms(o.device), B * H)))
+    o_part = torch.empty(B, H, num_splits, BD, dtype=torch.float32, device=o.device)
+    lse = torch.empty(B, H, num_splits, dtype=torch.float32, device=o.device)
     decode_attention_fwd_kernel[(B, H, num_splits)](
-        q, k_cache, v_cache, seq_lens, o_part, lse, D**-0.5, N,
-        H=H, D=D, BD=BD, BLOCK_N=BLOCK_N, NUM_SPLITS=num_splits,
+        q, k_cache, v_cache, seq_lens, o_part, lse, D**-0.5, N, H=H, D=D, BD=BD, BLOCK_N=BLOCK_N, NUM_SPLITS=num_splits
     )
     decode_attention_merge_kernel[(B, H)](o_part, lse, seq_lens, o, H=H, D=D, BD=BD, BLOCK_N=BLOCK_N, NUM_SPLITS=num_splits)
     return o

@@ -1,0 +1,28 @@
+# refuse: BV is chosen by @triton.autotune
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BV": bv}, num_warps=w) for bv in (16, 32, 64) for w in (2, 4)], key=["K", "V"])
+@triton.jit
+def tuned_decode_kernel(q, k, v, h, o, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
+    i_v, i_nh = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    o_k = tl.arange(0, K)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < V
+    b_k = tl.load(k + i_nh * K + o_k).to(tl.float32)
+    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
+    p_h = h + i_nh * K * V + o_k[:, None] * V + o_v[None, :]
+    b_h = tl.load(p_h, mask=m_v[None, :], other=0) + b_k[:, None] * tl.load(v + i_nh * V + o_v, mask=m_v, other=0)[None, :]
+    tl.store(p_h, b_h, mask=m_v[None, :])
+    tl.store(o + i_nh * V + o_v, tl.sum(b_h * tl.load(q + i_nh * K + o_k)[:, None], 0), mask=m_v)
+
+
+def tuned_decode(q, k, v, h):
+    B, H, K = q.shape
+    V = v.shape[-1]
+    o = torch.empty_like(v)
+    grid = lambda meta: (triton.cdiv(V, meta["BV"]), B * H)
+    tuned_decode_kernel[grid](q, k, v, h, o, K=K, V=V)
+    return o

@@ -1,0 +1,17 @@
+# refuse: scale_kernel is autotuned: set num_warps in its configs
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune([triton.Config({}, num_stages=s) for s in (2, 3)], key=['N'])
+@triton.jit
+def scale_kernel(x, y, s, N, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + o, tl.load(x + o, mask=o < N) * s, mask=o < N)
+
+
+def scale(x, s):
+    y = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, s, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y

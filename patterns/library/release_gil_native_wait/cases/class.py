@@ -1,0 +1,17 @@
+# a wrapper class over an RDMA completion library, imported by name and through ctypes.pydll
+import ctypes as ct
+from ctypes import PyDLL, c_int, c_void_p
+
+
+class CompletionQueue:
+    """Polls a NIC completion queue; the poll blocks until the layer's pages are sent."""
+
+    def __init__(self, path: str):
+        self._lib = PyDLL(path)
+        self._lib.cq_wait.argtypes = [c_void_p, c_int]
+        self._lib.cq_wait.restype = c_int
+        self._sync = ct.pydll.LoadLibrary("libcudart.so")
+
+    def wait(self, cq: int, n: int) -> int:
+        self._sync.cudaDeviceSynchronize()
+        return self._lib.cq_wait(cq, n)

@@ -1,0 +1,37 @@
+# refuse: p_k, p_v are carried across iterations of the KV loop
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def decode_ptr_kernel(q, k, v, o, scale, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    i_b, i_h = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    o_d = tl.arange(0, D)
+    o_t = tl.arange(0, BT)
+    b_q = tl.load(q + (i_b * H + i_h) * D + o_d).to(tl.float32) * scale
+    # pointers walk the cache tile by tile
+    p_k = k + ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+    p_v = v + ((i_b * T + o_t[:, None]) * H + i_h) * D + o_d[None, :]
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([D], dtype=tl.float32)
+    for i_t in range(0, T, BT):
+        m_t = (i_t + o_t) < T
+        b_s = tl.where(m_t, tl.sum(tl.load(p_k, mask=m_t[:, None], other=0) * b_q[None, :], 1), float("-inf"))
+        b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+        b_p = tl.exp(b_s - b_m_new)
+        b_alpha = tl.exp(b_m - b_m_new)
+        b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * tl.load(p_v, mask=m_t[:, None], other=0), 0)
+        b_l = b_l * b_alpha + tl.sum(b_p, 0)
+        b_m = b_m_new
+        p_k += BT * H * D
+        p_v += BT * H * D
+    tl.store(o + (i_b * H + i_h) * D + o_d, b_acc / b_l)
+
+
+def decode(q, k, v):
+    B, H, D = q.shape
+    o = torch.empty_like(q)
+    decode_ptr_kernel[(B, H)](q, k, v, o, D**-0.5, k.shape[1], H=H, D=D, BT=64)
+    return o

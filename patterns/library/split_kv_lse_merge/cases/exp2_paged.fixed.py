@@ -1,0 +1,95 @@
+# exp2 with the scale folded into log2(e), one flat (B*H,) grid, paged cache lengths
+# loaded per sequence, a bf16 output cast in the store
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def paged_decode_kernel(
+    q, k_cache, v_cache, block_table, seq_lens, o_part, lse, qk_scale, MAX_BLOCKS,
+    H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, PAGE: tl.constexpr, NUM_SPLITS: tl.constexpr,
+):
+    i_bh, i_s = tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64)
+    i_b = i_bh // H
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    seq_len = tl.load(seq_lens + i_b)
+    split_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), PAGE) * PAGE
+    start = i_s * split_len
+    end = tl.minimum(start + split_len, seq_len)
+    if end > start:
+        # [BD], in log2 units
+        b_q = tl.load(q + i_bh * D + o_d, mask=m_d, other=0).to(tl.float32) * qk_scale
+        b_m = tl.full([], float("-inf"), dtype=tl.float32)
+        b_l = tl.zeros([], dtype=tl.float32)
+        b_acc = tl.zeros([BD], dtype=tl.float32)
+        for i_n in tl.range(start, end, PAGE, num_stages=2):
+            o_n = i_n + tl.arange(0, PAGE)
+            m_n = o_n < seq_len
+            i_page = tl.load(block_table + i_b * MAX_BLOCKS + i_n // PAGE).to(tl.int64)
+            p_kv = ((i_page * PAGE + tl.arange(0, PAGE)[:, None]) * H + i_bh % H) * D + o_d[None, :]
+            b_k = tl.load(k_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
+            b_v = tl.load(v_cache + p_kv, mask=m_n[:, None] & m_d[None, :], other=0).to(tl.float32)
+            b_s = tl.where(m_n, tl.sum(b_q[None, :] * b_k, 1), float("-inf"))
+            b_m_new = tl.maximum(b_m, tl.max(b_s, 0))
+            b_alpha = tl.exp2(b_m - b_m_new)
+            b_p = tl.exp2(b_s - b_m_new)
+            b_acc = b_acc * b_alpha + tl.sum(b_p[:, None] * b_v, 0)
+            b_l = b_l * b_alpha + tl.sum(b_p, 0)
+            b_m = b_m_new
+        i_bhs = i_bh * NUM_SPLITS + i_s
+        tl.store(o_part + i_bhs * BD + o_d, b_acc / b_l, mask=m_d)
+        tl.store(lse + i_bhs, b_m + tl.log2(b_l))
+
+
+@triton.jit
+def paged_decode_merge_kernel(
+    o_part, lse, seq_lens, o,
+    H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, PAGE: tl.constexpr, NUM_SPLITS: tl.constexpr,
+):
+    i_bh = tl.program_id(0).to(tl.int64)
+    i_b = i_bh // H
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    seq_len = tl.load(seq_lens + i_b)
+    # the same split lengths as paged_decode_kernel: its empty splits wrote nothing and are skipped
+    split_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), PAGE) * PAGE
+    b_m = float("-inf")
+    b_l = 0.0
+    b_acc = tl.zeros([BD], dtype=tl.float32)
+    for i_s in tl.static_range(NUM_SPLITS):
+        if i_s * split_len < seq_len:
+            i_bhs = i_bh * NUM_SPLITS + i_s
+            b_lse = tl.load(lse + i_bhs)
+            b_m_new = tl.maximum(b_m, b_lse)
+            b_r = tl.exp2(b_m - b_m_new)
+            b_w = tl.exp2(b_lse - b_m_new)
+            b_acc = b_acc * b_r + b_w * tl.load(o_part + i_bhs * BD + o_d, mask=m_d, other=0)
+            b_l = b_l * b_r + b_w
+            b_m = b_m_new
+    tl.store(o + i_bh * D + o_d, (b_acc / b_l).to(o.dtype.element_ty), mask=m_d)
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 132  # the H200 this split targets; the interpreter has no SMs
+
+
+def paged_decode(q, k_cache, v_cache, block_table, seq_lens):
+    B, H, D = q.shape
+    PAGE = k_cache.shape[1]
+    o = torch.empty_like(q)
+    BD = triton.next_power_of_2(D)
+    # split the KV range until the B*H*num_splits programs give every SM about 64:
+    # short programs in many waves, so the last wave's idle SMs cost little
+    num_splits = max(1, min(16, triton.cdiv(64 * _num_sms(o.device), B * H)))
+    o_part = torch.empty(B * H, num_splits, BD, dtype=torch.float32, device=o.device)
+    lse = torch.empty(B * H, num_splits, dtype=torch.float32, device=o.device)
+    paged_decode_kernel[(B * H, num_splits)](
+        q, k_cache, v_cache, block_table, seq_lens, o_part, lse, D**-0.5 * 1.4426950408889634, block_table.shape[1],
+        H=H, D=D, BD=BD, PAGE=PAGE, NUM_SPLITS=num_splits,
+    )
+    paged_decode_merge_kernel[(B * H,)](o_part, lse, seq_lens, o, H=H, D=D, BD=BD, PAGE=PAGE, NUM_SPLITS=num_splits)
+    return o
