@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
                     finding = ("introspection", f"searches the process's objects ({event}, {who})") if who else None
                 elif event == "import" and args and args[0] in state["forbidden_imports"]:
                     who = culprit()
-                    finding = ("reference", f"imports the op's reference ({args[0]}, {who})") if who else None
+                    finding = ("reference", f"imports {args[0]} (the op's reference or spec, or the gate; {who})") if who else None
                 elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__"):
                     who = culprit()
                     finding = ("patching", f"replaces {getattr(args[0], '__qualname__', '?')}.{args[1]}") if who else None
@@ -336,6 +336,7 @@ def main(argv: list[str]) -> int:
         state["forbidden_imports"].update(req.get("forbidden_imports", []))
         path = os.path.realpath(req["path"])
         state["untrusted"].add(path)
+        monitor.UNTRUSTED.update({path, req["path"]})
         obs = Observed()
         snap = module_snapshot()
         with watch(obs):
