@@ -474,7 +474,7 @@ def _k_norm(m, g):
     return m.k_norm(qkv, w, H, HKV).reshape(T, HKV, D), _rmsnorm_ref(k, w)
 
 
-def _rope(m, g):
+def _rope_host_upcast(m, g):
     T, H, D = 5, 3, 32
     x = _rand(T, H, D, g=g).to(torch.float16)
     ang = _rand(T, D // 2, g=g)
@@ -503,7 +503,7 @@ RUNS.update({
     "bias_act_dummy_zeros.py": _bias_silu,
     "logit_scale_item_readback.py": _softcap,
     "qk_norm_contiguous_copy.py": _k_norm,
-    "rope_host_upcast.py": _rope,
+    "rope_host_upcast.py": _rope_host_upcast,
     "gate_cumsum_chunked_scan.py": _gate_cumsum,
 })
 
