@@ -244,7 +244,7 @@ def _gathered_kv_decode(m, g):
     return m.paged_decode(q, k_pool, v_pool, table, seq_lens, PAGE), ref
 
 
-def _rope(x, cos, sin):
+def _rope_halves(x, cos, sin):
     D = x.shape[-1]
     x1, x2 = x[..., : D // 2], x[..., D // 2:]
     c, s = cos[:, None], sin[:, None]
@@ -259,8 +259,8 @@ def _rope_then_cache_scatter(m, g):
     kc, vc = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
     q_out = m.rope_and_store(q, k, v, ang.cos(), ang.sin(), slots, kc, vc)
     rk, rv = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
-    rk[slots.long()], rv[slots.long()] = _rope(k, ang.cos(), ang.sin()), v
-    return torch.cat([q_out.flatten(), kc.flatten(), vc.flatten()]), torch.cat([_rope(q, ang.cos(), ang.sin()).flatten(), rk.flatten(), rv.flatten()])
+    rk[slots.long()], rv[slots.long()] = _rope_halves(k, ang.cos(), ang.sin()), v
+    return torch.cat([q_out.flatten(), kc.flatten(), vc.flatten()]), torch.cat([_rope_halves(q, ang.cos(), ang.sin()).flatten(), rk.flatten(), rv.flatten()])
 
 
 def _fused_rope_kv_store(m, g):
@@ -273,7 +273,7 @@ def _fused_rope_kv_store(m, g):
     m.rope_store_kv(k, v, ang.cos(), ang.sin(), slots, kc, vc, PAGE=PAGE)
     keep = slots >= 0
     rk, rv = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
-    rk[slots[keep].long()], rv[slots[keep].long()] = _rope(k, ang.cos(), ang.sin())[keep], v[keep]
+    rk[slots[keep].long()], rv[slots[keep].long()] = _rope_halves(k, ang.cos(), ang.sin())[keep], v[keep]
     return torch.cat([kc.flatten(), vc.flatten()]), torch.cat([rk.flatten(), rv.flatten()])
 
 
