@@ -69,6 +69,19 @@ def main(argv: list[str]) -> int:
             f = f.f_back
         return ""
 
+    # standard-library code that reads a frame for its own bookkeeping and hands none back (TypeVar
+    # and namedtuple: the defining module's name; logging and warnings: the caller's line), or sets
+    # the defaults of a function it has just made (a NamedTuple's __new__, a dataclass's __init__)
+    BOOKKEEPING = tuple(os.sep + n for n in ("typing.py", os.path.join("collections", "__init__.py"), "enum.py",
+                                             os.path.join("logging", "__init__.py"), "warnings.py", "dataclasses.py"))
+
+    def bookkeeping() -> bool:
+        """Whether the audited sys._getframe or __setattr__ is called by one of BOOKKEEPING (not by the
+        code under test, nor by inspect or traceback, which hand frames to their caller)."""
+        f = sys._getframe(2)
+        name = f.f_code.co_filename if f is not None else ""
+        return in_stdlib(name) and name.endswith(BOOKKEEPING)
+
     def by_triton() -> bool:
         f = sys._getframe(2)
         while f is not None:
@@ -119,6 +132,8 @@ def main(argv: list[str]) -> int:
                 if event.startswith("ctypes."):
                     who = culprit()
                     finding = ("ctypes", f"uses ctypes ({event}, {who})") if who else None
+                elif event == "sys._getframe" and bookkeeping():
+                    pass  # see BOOKKEEPING
                 elif event in ("sys._getframe", "sys._current_frames") or (event == "object.__getattr__" and len(args) > 1 and args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")):
                     who = culprit()
                     finding = ("frame access", f"reads the caller's frames ({event if event != 'object.__getattr__' else args[1]}, {who})") if who else None
@@ -128,7 +143,8 @@ def main(argv: list[str]) -> int:
                 elif event == "import" and args and args[0] in state["forbidden_imports"]:
                     who = culprit()
                     finding = ("reference", f"imports {args[0]} (the op's reference or spec, or the gate; {who})") if who else None
-                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__"):
+                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__") \
+                        and not bookkeeping():
                     who = culprit()
                     finding = ("patching", f"replaces {getattr(args[0], '__qualname__', '?')}.{args[1]}") if who else None
             if finding:
@@ -321,8 +337,12 @@ def main(argv: list[str]) -> int:
             "threads": obs.threads, "streams": obs.streams, "patched": obs.patched, "calls": obs.calls,
         }
 
-    def fresh(role: str, rets: tuple) -> None:
-        """A later call must not change an earlier result, nor return the earlier result's memory."""
+    def fresh(role: str, rets: tuple, args: dict) -> None:
+        """A later call must not change an earlier result, nor return the earlier result's memory.
+        A returned tensor in the memory of one of this call's inputs (an in-place op returning its
+        state) is the caller's, not the implementation's buffer: it is not kept."""
+        given = {a.untyped_storage().data_ptr() for a in args.values() if isinstance(a, Tensor) and a.numel()}
+        rets = tuple(r for r in rets if not (isinstance(r, Tensor) and r.numel() and r.untyped_storage().data_ptr() in given))
         for out, copy in kept.get(role, []):
             if not torch.equal(out.nan_to_num(0.5), copy.nan_to_num(0.5)) or not torch.equal(out.isnan(), copy.isnan()):
                 report("stale output", "a later call changed an earlier call's output (outputs are views of a buffer it reuses)")
@@ -373,7 +393,7 @@ def main(argv: list[str]) -> int:
         rets = None if ret is None else tuple(ret) if isinstance(ret, (tuple, list)) else (ret,)
         for i, r in enumerate(rets or ()):
             plain(r, f"output {i}")
-        fresh(req["role"], rets or ())
+        fresh(req["role"], rets or (), args)
         tsave({"ret": rets, "args": args}, req["out"])
         return {"observed": observed(obs) if obs is not None else None}
 
