@@ -30,7 +30,7 @@ from patterns.distill.pyfacts import OUT_OF_SCOPE, PyRecord, in_scope, module_na
 from patterns.distill.sources import MAX_FILE_BYTES, Source
 from patterns.core.facts_types import NativeFileFacts
 
-VENDORED = {"cutlass", "cute", "third_party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
+VENDORED = {"cutlass", "cute", "third_party", "third-party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
 
 
 class FileRecord(BaseModel):

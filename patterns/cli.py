@@ -545,6 +545,7 @@ def validate_cmd(
     pattern: Optional[str] = typer.Option(None, "--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="run the gate as a Ray task on the cluster at ADDRESS; alone: a Ray instance started here"),
     ray_resource: Optional[str] = typer.Option(None, "--ray-resource", metavar="NAME=N", help="with --ray: the task asks for N units of this custom resource instead of one GPU"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="seconds for the whole validation (default: the op's timeout_s); past it the candidate is rejected"),
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
     # imported here: the gate pulls in torch, which `suggest` must not pay for
@@ -559,7 +560,7 @@ def validate_cmd(
         gate = functools.partial(validate_remote, address=ray, resource=ray_resource)
     elif ray_resource is not None:
         raise UsageError("--ray-resource: only with --ray")
-    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, gate=gate)
+    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, timeout=timeout, gate=gate)
 
 
 # --------------------------------------------------------------------------------------
