@@ -80,8 +80,7 @@ def main(argv: list[str]) -> int:
 
     # Standard-library code that reads a frame for its own bookkeeping and hands back no
     # frame: typing.TypeVar/NamedTuple and enum (the caller's module name), warnings
-    # (stacklevel), logging's findCaller; and collections.namedtuple, which sets the
-    # __defaults__ of the __new__ it builds (SGLang's NamedTuples with defaults). Widely used libraries (FLA, SGLang) define
+    # (stacklevel), logging's findCaller. Widely used libraries (FLA, SGLang) define
     # TypeVars at import; counting those as frame access rejects honest code. The
     # functions that return frames to their caller (inspect.currentframe/stack,
     # traceback.walk_stack, logging.currentframe, a lambda) still count.
@@ -141,7 +140,8 @@ def main(argv: list[str]) -> int:
                 elif event == "import" and args and args[0] in state["forbidden_imports"]:
                     who = culprit()
                     finding = ("reference", f"imports {args[0]} (the op's reference or spec, or the gate; {who})") if who else None
-                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__") and not stdlib_bookkeeping(sys._getframe(1)):
+                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__") \
+                        and not stdlib_bookkeeping(sys._getframe(1)):  # namedtuple sets its new __new__'s defaults (a NamedTuple with defaults)
                     who = culprit()
                     finding = ("patching", f"replaces {getattr(args[0], '__qualname__', '?')}.{args[1]}") if who else None
             if finding:
