@@ -140,7 +140,8 @@ def main(argv: list[str]) -> int:
                 elif event == "import" and args and args[0] in state["forbidden_imports"]:
                     who = culprit()
                     finding = ("reference", f"imports {args[0]} (the op's reference or spec, or the gate; {who})") if who else None
-                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__"):
+                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__") \
+                        and not stdlib_bookkeeping(sys._getframe(1)):  # namedtuple sets its new __new__'s defaults (a NamedTuple with defaults)
                     who = culprit()
                     finding = ("patching", f"replaces {getattr(args[0], '__qualname__', '?')}.{args[1]}") if who else None
             if finding:
