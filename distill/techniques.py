@@ -47,7 +47,7 @@ class Technique:
 
 
 C, S = Category, Safety
-_TL_TO = ["(\\w+\\.)*to", "tl\\.cast"]
+_TL_TO = ["(\\w*\\.)*to", "tl\\.cast"]
 
 
 def _nat(kind: str, names: list[str] | None = None) -> dict:
@@ -117,7 +117,7 @@ TECHNIQUES: list[Technique] = [
               {"any": [{"calls": {"name": ["tl.dot"], "kwarg": "max_num_imprecise_acc"}}, {"calls": {"name": ["tl.dot"], "kwarg": "out_dtype", "kwarg_values": ["tl.float16", "tl.bfloat16", "tl.int32"]}}]},
               "sets the dot accumulator type or FP8 imprecise-accumulation window explicitly", S.numerics, ("compute-bound", "numerics-risk")),
     Technique("explicit_downcast_rounding", "Explicit rounding mode on down-casts (fp_downcast_rounding)", C.numerics, "kernel", "precision",
-              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "fp_downcast_rounding"}}, {"calls_with_arg": {"name": ["(\\w+\\.)*to"], "arg": ["^['\"]?(rtne|rtz)['\"]?$"]}}]},
+              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "fp_downcast_rounding"}}, {"calls_with_arg": {"name": ["(\\w*\\.)*to"], "arg": ["^['\"]?(rtne|rtz)['\"]?$"]}}]},
               "chooses round-to-nearest-even or round-toward-zero when casting fp32 to a narrower float", S.numerics, ("numerics-risk",)),
     Technique("dynamic_group_fp8_quant", "Dynamic per-group FP8/FP4 quantisation (absmax scale, clamp, cast)", C.quantization, "kernel", "precision",
               {"all": [{"calls": {"name": ["tl.abs"]}}, {"reduction": {"ops": ["tl.max"]}}, {"calls": {"name": ["tl.clamp", "tl.minimum", "tl.maximum"]}},
@@ -127,7 +127,7 @@ TECHNIQUES: list[Technique] = [
               {"calls_like": {"name": ["(?i)(.*\\.)?_?(mul|add|sub|div|fma|sqrt|rcp)_r[nzdu]\\w*", "(?i)(.*\\.)?_?round_\\w+_to_\\w+", "libdevice\\.(mul|add|div|fma)_r[nzdu]\\w*"]}},
               "performs arithmetic through round-to-nearest helpers, so results match across batch sizes and kernels", S.numerics, ("numerics-risk",)),
     Technique("float_bit_manipulation", "Floats reinterpreted as integers for bit-level tricks (bitcast)", C.numerics, "kernel", "precision",
-              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "bitcast", "kwarg_values": ["True"]}}, {"calls_with_arg": {"name": ["(\\w+\\.)*to"], "arg": ["^True$"]}}]},
+              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "bitcast", "kwarg_values": ["True"]}}, {"calls_with_arg": {"name": ["(\\w*\\.)*to"], "arg": ["^True$"]}}]},
               "reinterprets float bits as integers to round, pack or extract exponents without arithmetic", S.exact, ("compute-bound",)),
     Technique("autocast_custom_autograd", "Autograd functions with explicit autocast behaviour (custom_fwd / custom_bwd)", C.numerics, "host", "precision",
               {"host_calls": {"name": ["(.*\\.)?autocast_custom_(fwd|bwd)", "torch\\.(cuda\\.)?amp\\.custom_(fwd|bwd)"]}},

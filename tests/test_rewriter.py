@@ -54,6 +54,12 @@ def test_every_codemod_is_a_planned_codemod():
     assert not [name for name, cls in REWRITES.items() if not issubclass(cls, PlannedCodemod)]
 
 
+def test_no_codemod_lists_sample_kernels():
+    """Sample kernels are case files beside the pattern (rewriter/README.md), not ACCEPTS/REFUSES lists in code."""
+    listed = [name for name, cls in REWRITES.items() if hasattr(cls, "ACCEPTS") or hasattr(cls, "REFUSES")]
+    assert not listed, f"move these lists to patterns/library/<id>/cases/ (see rewriter/README.md): {listed}"
+
+
 def test_every_rewrite_has_a_refuse_case():
     """before.py -> after.py is every rewrite's first accept case; what it refuses is shown by a case."""
     refused = {c.pattern for c in CASES if c.refuse is not None}
