@@ -94,12 +94,13 @@ cp "$H/refs/liger_rope_ref.py" "$U/liger_rope/"
     $(for S in 4096 32768; do for B in 1 32; do echo --gpu-shape B=$B,S=$S,HQ=32,HK=8,D=128,SPLITS=8; done; done) --force
 
 # Liger: RoPE of Llama-3-8B's attention (32 query and 8 KV heads of 128), prefill of 8k tokens, 4 x 4k, and a decode
-# step of 256 sequences; cos and sin in fp32 (the kernel computes in their dtype); q and k are rotated in place
-# where their layout already is the kernel's (a single head, T=1). Liger's GLU kernels do not run
+# step of 256 sequences; cos and sin in fp32 (the kernel computes in their dtype). Where their layout already is the
+# kernel's (a single head, T=1) the launcher rotates q and k in their own memory and returns views of it: the gate
+# compares what it returns, and their memory is declared --scratch (written, not compared). Liger's GLU kernels do not run
 # under the interpreter (swiglu calls .to() on a float argument, geglu's tanh is libdevice), so the CPU grid could not
 "$PATTERNS" spec init "$U/liger_rope/rope.py" --kernel rope_forward --reference-file "$U/liger_rope/liger_rope_ref.py" \
     --shape q=B,HQ,T,D --shape k=B,HK,T,D --shape cos=T,D --shape sin=T,D --dtype cos=float32 --dtype sin=float32 \
-    --inplace q --inplace k \
+    --scratch q --scratch k \
     --cpu-shape B=1,HQ=3,HK=1,T=5,D=16 --cpu-shape B=2,HQ=4,HK=2,T=7,D=32 --cpu-shape B=1,HQ=7,HK=7,T=3,D=64 \
     --gpu-shape B=1,HQ=32,HK=8,T=8192,D=128 --gpu-shape B=4,HQ=32,HK=8,T=4096,D=128 --gpu-shape B=256,HQ=32,HK=8,T=1,D=128 --force
 
