@@ -609,3 +609,27 @@ def test_rewrites_that_would_refuse_say_so(tmp_path):
             assert s.rewrite_refusal == "", s.pattern_id
         except RewriteError:
             assert s.rewrite_refusal, s.pattern_id
+
+
+from test_review import _item, env  # noqa: E402,F401  (the review tests' agent run and its isolated home)
+
+
+def test_review_show_prints_a_diff_git_apply_accepts(env, tmp_path):
+    """`patterns review show ID | git apply`: the diff is never wrapped, whatever the width."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    item = _item(env)
+    out = subprocess.run([sys.executable, "-m", "patterns.cli", "review", "show", item.id], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "60"}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    target = Path(item.target)
+    shutil.copy(target, repo / target.name)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    check = subprocess.run(["git", "apply", "--check", "-v", "-"], input=out.stdout, cwd=repo, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
