@@ -600,9 +600,9 @@ def test_rewrites_that_would_refuse_say_so(tmp_path):
 
     p = tmp_path / "softmax.py"
     p.write_text(SOFTMAX)
-    report = api.suggest_report(p, top=27)
+    report = api.suggest_report(p, top=27, check_rewrites_=True)
     with_rewrite = [s for s in report.kernels[0].suggestions if s.rewrite]
-    assert with_rewrite
+    assert with_rewrite and all(s.rewrite_checked for s in with_rewrite)
     for s in with_rewrite:  # the note agrees with what apply does
         try:
             apply(s.pattern_id, SOFTMAX, str(p), kernel="softmax_kernel")
