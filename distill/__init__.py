@@ -21,13 +21,18 @@ Pipeline (one module per step):
                  resolved, launches in other files attached, descriptor parameters.
     detect.py    every library pattern's present_when over all facts -> locations.
     merge.py     --write: evidence.upstream spliced into pattern.yaml (diff first).
-    discover.py  unmatched recurring facts -> Draft skeletons (drafts/<id>/pattern.yaml).
+    techniques.py technique features as data: conditions in the library's predicate language
+                 (index arithmetic, launch metadata, precision, sync, CUDA features, host dispatch).
+    discover.py  every technique on every kernel / CUDA function / host file -> support, contrast,
+                 overlap with the library -> Draft skeletons (--drafts DIR or the user data dir).
+    drafts.py    `patterns drafts list|show|promote`: a draft reaches the library only complete.
     llm.py       optional: an OpenAI-compatible model writes a draft's prose, checked.
+    audit.py     random reported locations with their code, for a person to mark; --shares.
     run.py       the pipeline and its JSON report; cli.py the command; bench.py timing.
 
 Drafts are `patterns.core.records.Draft`: a Pattern whose mechanical fields (id, title,
-category guess, present_when = the cluster's signature as predicates, evidence,
-tags) are filled and validated, and whose prose fields may be empty until a
-person (or a checked LLM answer) writes them; `Draft.missing()` lists what still
-keeps it from validating as a Pattern.
+category, present_when = the technique's condition, applies_when, resource limits,
+safety guess, evidence, tags, support and contrast) are filled and validated, and
+whose prose (summary, why, transformation) is empty until a person or a checked
+LLM answer writes it; `Draft.missing()` lists what still keeps it from being a Pattern.
 """

@@ -37,10 +37,12 @@ def _child(args: argparse.Namespace) -> None:
     result = distill(args.sources, entries, FactsCache(root=Path(args.facts)), jobs=args.jobs)
     seconds = time.perf_counter() - t
     r = result.report
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    self_kb, kids_kb = me.ru_maxrss, kids.ru_maxrss
     print(json.dumps({
         "seconds": seconds, "self_mb": self_kb / 1024, "workers_mb": kids_kb / 1024,
+        # CPU time of this process and its workers: what the run costs whatever else the machine runs
+        "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
         "files": sum(p.files_scanned for p in r.projects), "extracted": sum(p.files_extracted for p in r.projects),
         "cached": r.cache_hits, "kernels": sum(p.kernels for p in r.projects), "native": sum(p.native_functions for p in r.projects),
         "hits": len(result.detections.hits), "drafts": len(result.drafts),
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--facts-dir", default=None, help="facts cache to use (emptied first) and keep afterwards; default: a temporary one")
     ap.add_argument("--runs", default="cold,warm", help="runs in order, e.g. 'cold,warm' or 'warm,warm' (keeps --facts-dir)")
     ap.add_argument("--detections", default=None, metavar="FILE.md", help="write the table of upstream locations per pattern and project (Markdown)")
+    ap.add_argument("--json", default=None, metavar="FILE.json", help="also write the runs (wall, CPU, memory, counts, machine load) as JSON")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--facts", default=None, help=argparse.SUPPRESS)
     ap.add_argument("sources", nargs="*", help=argparse.SUPPRESS)
@@ -126,10 +129,10 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(facts, ignore_errors=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     table = Table(title=f"patterns distill: {', '.join(REQUIREMENTS)} ({os.cpu_count()} cores, {args.jobs} jobs, load {load:.1f})", title_justify="left")
-    for col in ("run", "wall s", "peak RSS MB (main + worker)", "files", "extracted", "from cache", "kernels", "native fns", "locations", "drafts"):
+    for col in ("run", "wall s", "CPU s", "peak RSS MB (main + worker)", "files", "extracted", "from cache", "kernels", "native fns", "locations", "drafts"):
         table.add_column(col, justify="right" if col != "run" else "left")
     for label, wall, d in rows:
-        table.add_row(label, f"{wall:.1f}", f"{d['self_mb']:.0f} + {d['workers_mb']:.0f} = {d['self_mb'] + d['workers_mb']:.0f}", str(d["files"]),
+        table.add_row(label, f"{wall:.1f}", f"{d['cpu_s']:.1f}", f"{d['self_mb']:.0f} + {d['workers_mb']:.0f} = {d['self_mb'] + d['workers_mb']:.0f}", str(d["files"]),
                       str(d["extracted"]), str(d["cached"]), str(d["kernels"]), str(d["native"]), str(d["hits"]), str(d["drafts"]))
     console.print(table)
     for label, wall, d in rows:
@@ -137,6 +140,16 @@ def main(argv: list[str] | None = None) -> None:
         peak = d["self_mb"] + d["workers_mb"]
         ok = wall < limit and peak < 2048
         console.print(f"{label}: {wall:.1f} s (target < {limit:.0f} s), peak {peak:.0f} MB (target < 2048 MB): {'OK' if ok else 'OVER'}")
+    if args.json and rows:
+        from patterns.core.files import write_atomic
+
+        write_atomic(Path(args.json), json.dumps({
+            "requirements": REQUIREMENTS, "cores": os.cpu_count(), "jobs": args.jobs, "load_average_1min": load,
+            "targets": {"cold_s": 60, "warm_s": 5, "peak_mb": 2048},
+            "runs": [{"run": label, "wall_s": round(wall, 2), "cpu_s": round(d["cpu_s"], 2), "peak_mb": round(d["self_mb"] + d["workers_mb"]),
+                      **{k: d[k] for k in ("files", "extracted", "cached", "kernels", "native", "hits", "drafts")}} for label, wall, d in rows],
+        }, indent=1) + "\n")
+        console.print(f"wrote {args.json}")
     if args.detections and rows:
         from patterns.core.files import write_atomic
 

@@ -158,7 +158,7 @@ _DRAFTS_OPT = typer.Option(None, "--drafts", help="drafts folder (default: the u
 
 @drafts_app.command("list")
 def drafts_list(drafts: Optional[Path] = _DRAFTS_OPT, format: str = typer.Option("table", "--format", help="table or json")) -> None:
-    """List drafts: id, category, upstream support and contrast, and the prose still missing."""
+    """List drafts: id, upstream locations and projects, contrast, and what is still to write (--format json: all fields)."""
     from patterns.distill.drafts import drafts_dir, list_drafts
 
     if format not in ("table", "json"):
@@ -174,15 +174,20 @@ def drafts_list(drafts: Optional[Path] = _DRAFTS_OPT, format: str = typer.Option
     if format == "json":
         print(json.dumps(rows, indent=2))
         return
-    t = Table(title=f"{len(rows)} drafts in {folder}", title_justify="left")
-    for col in ("id", "category", "support", "share", "missing"):
-        t.add_column(col, overflow="fold")
-    t.columns[0].no_wrap = True
+    from patterns.distill.drafts import PROSE_FIELDS
+
+    from rich import box
+
+    t = Table(title=f"{len(rows)} drafts in {folder}", title_justify="left", box=box.SIMPLE_HEAD)
+    short = {"sglang": "sgl", "deepgemm": "dg", "deepep": "ep"}
+    for col in ("id", "locations", "from", "share", "to write"):
+        t.add_column(col, no_wrap=col != "to write", justify="right" if col == "locations" else "left")
     for r in rows:
         if "problem" in r:
             t.add_row(r["id"], "-", "-", "-", r["problem"])
             continue
-        t.add_row(r["id"], r["category"], " ".join(f"{k}:{v}" for k, v in r["support"].items()), f"{r['share']:.1%}", ", ".join(r["missing"]) or "-")
+        todo = "prose" if sorted(r["missing"]) == sorted(PROSE_FIELDS) else (", ".join(r["missing"]) or "-")
+        t.add_row(r["id"], str(sum(r["support"].values())), ",".join(short.get(k, k) for k in r["support"]), f"{r['share']:.1%}", todo)
     console.print(t)
 
 

@@ -18,7 +18,7 @@ from patterns.core.predicates import Subject, evaluate
 from patterns.core.facts_types import FileFacts, NativeFileFacts
 from patterns.core.schema import UpstreamLocation, Verdict
 
-KNOWN_PROJECTS = ("sglang", "fla", "deepgemm")
+KNOWN_PROJECTS = ("sglang", "fla", "deepgemm", "deepep")
 
 
 @dataclass

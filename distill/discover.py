@@ -231,6 +231,18 @@ class Candidate:
         return math.log1p(len(self.locs)) * math.log1p(len({l.path for l in self.locs})) * (1.0 - self.share)
 
 
+_GENERIC = {"in", "of", "the", "with", "by", "and", "kernel", "kernels", "fused", "fusion", "autotune", "config", "configs", "upstream"}
+
+
+def _stems(name: str) -> set[str]:
+    """Words of an id, cut to five letters (offsets/offset, indexing/indirect stay apart only past 'index')."""
+    return {w[:5] for w in re.split(r"[_\W]+", name.lower()) if w and w not in _GENERIC}
+
+
+def _overlap(a: set, b: set) -> float:
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
 def _jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -263,6 +275,9 @@ def candidates(mined: list[Mined], entries, det: Detections | None, min_support:
         elif any(j >= SAME_AS for j in c.library_overlap.values()):
             pid = max(c.library_overlap, key=c.library_overlap.get)
             c.dropped = f"the library has it: {pid} holds on nearly the same locations (Jaccard {c.library_overlap[pid]})"
+        elif named := next((pid for pid, s in library.items() if len(_stems(pid) & _stems(t.id)) >= 2 and _overlap(keys, s) >= 0.3), None):
+            c.dropped = (f"the library has it: {named} names the same technique and holds on "
+                         f"{_overlap(keys, library[named]):.0%} of the smaller set of locations")
         elif len(locs) < min_support:
             c.dropped = f"support {len(locs)} < {min_support}"
         elif len({loc.path for loc in locs}) < 2:

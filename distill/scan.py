@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import tarfile
 import zipfile
 from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Literal
 
 from pydantic import BaseModel
@@ -28,7 +30,7 @@ from patterns.distill.pyfacts import OUT_OF_SCOPE, PyRecord, in_scope, module_na
 from patterns.distill.sources import MAX_FILE_BYTES, Source
 from patterns.core.facts_types import NativeFileFacts
 
-VENDORED = {"cutlass", "cute", "third_party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
+VENDORED = {"cutlass", "cute", "third_party", "third-party", "thirdparty", "3rdparty", "vendor", "_vendor", "external", "site-packages"}
 
 
 class FileRecord(BaseModel):
@@ -66,11 +68,30 @@ def vendored(path: str) -> bool:
 
 
 def extract_record(kind: str, path: str, data: bytes, sha: str) -> str:
-    """Worker: bytes -> FileRecord JSON. Never raises: bad input becomes a skipped record."""
+    """bytes -> FileRecord JSON (what the cache stores). Never raises: bad input becomes a skipped record."""
+    return extract_file(kind, path, data, sha).model_dump_json()
+
+
+_WORKER_CACHE: dict[tuple[str, bool], FactsCache] = {}
+
+
+def extract_and_cache(kind: str, path: str, data: bytes, sha: str, cache_base: str, enabled: bool) -> bytes:
+    """Worker: extract, write the cache entry here (in parallel with the others), and hand the
+    record back pickled, so the parent neither serialises nor parses JSON for it."""
+    rec = extract_file(kind, path, data, sha)
+    cache = _WORKER_CACHE.get((cache_base, enabled))
+    if cache is None:
+        cache = _WORKER_CACHE[(cache_base, enabled)] = FactsCache(root=Path(cache_base), enabled=enabled)
+    cache.put(sha, rec.model_dump_json())
+    return pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def extract_file(kind: str, path: str, data: bytes, sha: str) -> FileRecord:
+    """bytes -> FileRecord. Never raises: bad input becomes a skipped record."""
     from patterns.core.facts import FactsError
 
-    def skipped(reason: str) -> str:
-        return FileRecord(path=path, sha256=sha, kind=kind, status="skipped", reason=reason).model_dump_json()
+    def skipped(reason: str) -> FileRecord:
+        return FileRecord(path=path, sha256=sha, kind=kind, status="skipped", reason=reason)
 
     if b"\0" in data[:8192]:
         return skipped("binary")
@@ -83,11 +104,11 @@ def extract_record(kind: str, path: str, data: bytes, sha: str) -> str:
             from patterns.distill.pyfacts import extract_python
 
             rec = extract_python(text, path)
-            return FileRecord(path=path, sha256=sha, kind=kind, py=rec, lines=rec.facts.lines).model_dump_json()
+            return FileRecord(path=path, sha256=sha, kind=kind, py=rec, lines=rec.facts.lines)
         from patterns.distill.native import extract_native
 
         nat = extract_native(data, path)
-        return FileRecord(path=path, sha256=sha, kind=kind, native=nat, lines=text.count("\n") + 1).model_dump_json()
+        return FileRecord(path=path, sha256=sha, kind=kind, native=nat, lines=text.count("\n") + 1)
     except FactsError:
         return skipped("unparseable")
     except RecursionError:
@@ -128,8 +149,8 @@ class Workers:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
-    def submit(self, pending: list[Job]) -> dict[str, Future] | None:
-        """sha256 -> future of the record JSON; None: too little work for a pool, run it in this process."""
+    def submit(self, pending: list[Job], cache: FactsCache) -> dict[str, Future] | None:
+        """sha256 -> future of the pickled record (cached by the worker); None: too little work for a pool, run it in this process."""
         if self.jobs <= 1 or len(pending) < 8:
             return None
         if self._pool is None:
@@ -138,7 +159,8 @@ class Workers:
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
             self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
         biggest_first = sorted(pending, key=lambda j: -len(j[2]))  # better balance at the end
-        return {job[3]: self._pool.submit(extract_record, *job) for job in biggest_first}
+        base = str(cache.root.parent)
+        return {job[3]: self._pool.submit(extract_and_cache, *job, base, cache.enabled) for job in biggest_first}
 
 
 @dataclass
@@ -225,7 +247,7 @@ def plan(source: Source, cache: FactsCache, workers: Workers, progress: Progress
 
     if progress:
         progress("extract", 0, len(pending))  # queued: the workers may start on it before finish() is called
-    return Plan(res, pending, by_sha, new_manifest, workers.submit(pending))
+    return Plan(res, pending, by_sha, new_manifest, workers.submit(pending, cache))
 
 
 def finish(p: Plan, cache: FactsCache, progress: Progress | None = None) -> ScanResult:
@@ -234,11 +256,15 @@ def finish(p: Plan, cache: FactsCache, progress: Progress | None = None) -> Scan
     if progress:
         progress("extract", 0, total)
     for i, (kind, path, data, sha) in enumerate(p.pending):  # in tree order, whoever finished first
-        text = p.futures[sha].result() if p.futures is not None else extract_record(kind, path, data, sha)
-        cache.put(sha, text)
+        if p.futures is not None:
+            first = pickle.loads(p.futures[sha].result())
+        else:
+            text = extract_record(kind, path, data, sha)
+            cache.put(sha, text)
+            first = FileRecord.model_validate_json(text)
         res.extracted += 1
-        for path in p.by_sha[sha]:
-            rec = FileRecord.model_validate_json(text).relocate(path)
+        for j, path in enumerate(p.by_sha[sha]):
+            rec = (first if j == 0 else first.model_copy(deep=True)).relocate(path)
             p.manifest[path] = [sha, rec.status, rec.reason]
             _keep(res, rec)
         if progress:

@@ -23,9 +23,9 @@ from patterns.distill.errors import DistillError
 from patterns.core.files import sha256_file
 
 # distribution name -> UpstreamLocation.project
-PROJECTS = {"fla-core": "fla", "flash-linear-attention": "fla", "sglang": "sglang", "sgl-deep-gemm": "deepgemm", "deep-gemm": "deepgemm"}
+PROJECTS = {"fla-core": "fla", "flash-linear-attention": "fla", "sglang": "sglang", "sgl-deep-gemm": "deepgemm", "deep-gemm": "deepgemm", "deep-ep": "deepep"}
 # top-level package -> project, for folders and installed packages
-PACKAGES = {"fla": "fla", "sglang": "sglang", "deep_gemm": "deepgemm"}
+PACKAGES = {"fla": "fla", "sglang": "sglang", "deep_gemm": "deepgemm", "deep_ep": "deepep"}
 MAX_FILE_BYTES = 2_000_000
 
 

@@ -47,7 +47,7 @@ class Technique:
 
 
 C, S = Category, Safety
-_TL_TO = ["(\\w+\\.)*to", "tl\\.cast"]
+_TL_TO = ["(\\w*\\.)*to", "tl\\.cast"]
 
 
 def _nat(kind: str, names: list[str] | None = None) -> dict:
@@ -73,7 +73,8 @@ TECHNIQUES: list[Technique] = [
               {"indirect_load": {"index": ["(?i).*(sorted_token_ids|sorted_ids|token_ids|expert_ids|topk_ids|src2dst|token_indices|expert_idx).*"]}},
               "loads or stores token rows through ids sorted by expert, so one program works on one expert's tokens"),
     Technique("sparse_block_index_gather", "Block-sparse attention over selected key blocks", C.compute, "kernel", "index",
-              {"indirect_load": {"index": ["(?i).*(block_indices|block_idx|topk_idx|topk_indices|block_counts|sparse_idx|sparse_indices|kv_block_idx|q_block_idx).*"]}},
+              # with a dot: attention over the gathered blocks, not an index translation or a CSR build
+              {"all": [{"indirect_load": {"index": ["(?i).*(block_indices|block_idx|topk_idx|topk_indices|block_counts|sparse_idx|sparse_indices|kv_block_idx|q_block_idx).*"]}}, "dot"]},
               "visits only the key/value blocks named by a per-query index list", bottlenecks=("compute-bound", "memory-bound")),
     Technique("int64_offset_promotion", "Offsets promoted to int64 before address arithmetic", C.numerics, "kernel", "offset-dtype",
               {"calls_with_arg": {"name": _TL_TO, "arg": ["tl\\.u?int64\\b"]}},
@@ -116,7 +117,7 @@ TECHNIQUES: list[Technique] = [
               {"any": [{"calls": {"name": ["tl.dot"], "kwarg": "max_num_imprecise_acc"}}, {"calls": {"name": ["tl.dot"], "kwarg": "out_dtype", "kwarg_values": ["tl.float16", "tl.bfloat16", "tl.int32"]}}]},
               "sets the dot accumulator type or FP8 imprecise-accumulation window explicitly", S.numerics, ("compute-bound", "numerics-risk")),
     Technique("explicit_downcast_rounding", "Explicit rounding mode on down-casts (fp_downcast_rounding)", C.numerics, "kernel", "precision",
-              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "fp_downcast_rounding"}}, {"calls_with_arg": {"name": ["(\\w+\\.)*to"], "arg": ["^['\"]?(rtne|rtz)['\"]?$"]}}]},
+              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "fp_downcast_rounding"}}, {"calls_with_arg": {"name": ["(\\w*\\.)*to"], "arg": ["^['\"]?(rtne|rtz)['\"]?$"]}}]},
               "chooses round-to-nearest-even or round-toward-zero when casting fp32 to a narrower float", S.numerics, ("numerics-risk",)),
     Technique("dynamic_group_fp8_quant", "Dynamic per-group FP8/FP4 quantisation (absmax scale, clamp, cast)", C.quantization, "kernel", "precision",
               {"all": [{"calls": {"name": ["tl.abs"]}}, {"reduction": {"ops": ["tl.max"]}}, {"calls": {"name": ["tl.clamp", "tl.minimum", "tl.maximum"]}},
@@ -126,7 +127,7 @@ TECHNIQUES: list[Technique] = [
               {"calls_like": {"name": ["(?i)(.*\\.)?_?(mul|add|sub|div|fma|sqrt|rcp)_r[nzdu]\\w*", "(?i)(.*\\.)?_?round_\\w+_to_\\w+", "libdevice\\.(mul|add|div|fma)_r[nzdu]\\w*"]}},
               "performs arithmetic through round-to-nearest helpers, so results match across batch sizes and kernels", S.numerics, ("numerics-risk",)),
     Technique("float_bit_manipulation", "Floats reinterpreted as integers for bit-level tricks (bitcast)", C.numerics, "kernel", "precision",
-              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "bitcast", "kwarg_values": ["True"]}}, {"calls_with_arg": {"name": ["(\\w+\\.)*to"], "arg": ["^True$"]}}]},
+              {"any": [{"calls": {"name": ["tl.cast"], "kwarg": "bitcast", "kwarg_values": ["True"]}}, {"calls_with_arg": {"name": ["(\\w*\\.)*to"], "arg": ["^True$"]}}]},
               "reinterprets float bits as integers to round, pack or extract exponents without arithmetic", S.exact, ("compute-bound",)),
     Technique("autocast_custom_autograd", "Autograd functions with explicit autocast behaviour (custom_fwd / custom_bwd)", C.numerics, "host", "precision",
               {"host_calls": {"name": ["(.*\\.)?autocast_custom_(fwd|bwd)", "torch\\.(cuda\\.)?amp\\.custom_(fwd|bwd)"]}},
@@ -210,7 +211,7 @@ TECHNIQUES: list[Technique] = [
               "builds a CUDA module at run time with sizes and dtypes baked in as template arguments", bottlenecks=("compute-bound",)),
     Technique("context_parallel_driver", "Context-parallel chunk states exchanged between ranks", C.parallelism, "host", "dispatch",
               {"all": [{"host_calls": {"name": ["torch\\.distributed\\.(all_gather\\w*|send|recv|isend|irecv|all_to_all\\w*|batch_isend_irecv|P2POp|reduce_scatter\\w*|broadcast)"]}},
-                       {"any": [{"file_imports": {"modules": ["(?i).*(\\bcp\\b|context_parallel|\\.cp\\.).*", "(?i)fla\\.ops\\..*"]}}, "has_kernel"]}]},
+                       {"file_imports": {"modules": ["(?i).*(\\bcp\\b|context_parallel|\\.cp\\.|_cp$).*"]}}]},
               "splits a sequence across ranks and passes chunk states or boundary tokens between them", S.concurrency, ("memory-bound",)),
     Technique("arch_capability_dispatch", "Kernel variants chosen by GPU architecture at run time", C.launch_scheduling, "host", "dispatch",
               {"all": [{"host_calls": {"name": ["torch\\.cuda\\.get_device_capability", "(.*\\.)?is_(hopper|blackwell|sm\\d+|sm\\d+_supported|ampere)\\w*", "(.*\\.)?get_device_(sm|capability)\\w*"]}}, "has_kernel"]},
@@ -256,7 +257,9 @@ TECHNIQUES: list[Technique] = [
     Technique("cross_gpu_ipc_buffers", "Peer GPU buffers through CUDA IPC or NVSHMEM", C.parallelism, "native", "cuda",
               _nat("ipc"), "maps buffers of other GPUs into this process for one-sided reads and writes", S.concurrency, ("memory-bound",)),
     Technique("swizzled_shared_layouts", "Swizzled shared-memory layouts against bank conflicts", C.memory, "native", "cuda",
-              _nat("swizzle"), "stores tiles in shared memory with an XOR swizzle matching the TMA/MMA swizzle mode"),
+              # CUTLASS's ThreadblockSwizzle orders CTAs over the grid: a rasterisation, not a shared-memory layout
+              _nat("swizzle", ["^(?!.*(?i:threadblock_?swizzle|swizzle_log_tile|GemmIdentityThreadblock)).*(?i:swizzle)"]),
+              "stores tiles in shared memory with an XOR swizzle matching the TMA/MMA swizzle mode"),
     Technique("runtime_kernel_compilation", "Kernels compiled and loaded at run time (NVRTC, cuModuleLoad)", C.launch_scheduling, "native", "cuda",
               _nat("jit_compile"), "compiles generated CUDA source for the exact shape and loads the cubin with the driver API", bottlenecks=("compute-bound",)),
     Technique("packed_conversions", "Packed two-element conversions (cvt.rn.satfinite e4m3x2, float2 to bf16x2)", C.quantization, "native", "cuda",
@@ -270,8 +273,8 @@ TECHNIQUES: list[Technique] = [
     Technique("global_atomic_accumulation", "Results combined with global atomics", C.parallelism, "native", "cuda",
               _nat("atomic", ["(?i)atomicAdd\\w*|atomicMax|atomicMin|\\bred\\.|atom\\.\\w*add"]),
               "merges per-block partial results or counters into global memory with atomic adds", S.numerics, ("memory-bound",)),
-    Technique("cp_async_multistage", "Ampere cp.async multi-stage copies into shared memory", C.memory, "native", "cuda",
-              _nat("cp_async"), "copies global tiles to shared memory asynchronously with cp.async and waits by group", min_sm=80),
+    Technique("cp_async_multistage", "Ampere cp.async copies into shared memory (the building block of multi-stage pipelines)", C.memory, "native", "cuda",
+              _nat("cp_async"), "copies global data to shared memory asynchronously with cp.async, without staging it in registers", min_sm=80),
     Technique("mma_sync_tensor_cores", "Warp-level mma.sync tensor-core MMA", C.compute, "native", "cuda",
               _nat("mma", ["mma\\.sync|(?i:mma_sync)|SM80_\\w+|wmma::\\w+"]), "computes tiles with warp-level mma.sync instructions", bottlenecks=("compute-bound",), min_sm=80),
     Technique("launch_bounds_register_budget", "Register budget fixed per kernel with __launch_bounds__", C.parallelism, "native", "cuda",

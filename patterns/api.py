@@ -37,6 +37,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from patterns.core.files import FolderError
     from patterns.core.hardware import UnknownGPU
     from patterns.core.ops import OpError
+    from patterns.core.user_evidence import EvidenceStoreError
     from patterns.distill.errors import DistillError
     from patterns.retriever.embedding import EmbeddingError
     from patterns.retriever.index import IndexError_
@@ -46,7 +47,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from patterns.serving.registry import RegistryError
 
     return (LibraryError, UsageError, DistillError, RegistryError, AgentError, ReviewError, JournalError, RewriteError,
-            CatalogError, FolderError, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU, OpError)
+            CatalogError, FolderError, FactsError, RetrieveError, ProfileError, IndexError_, EmbeddingError, UnknownGPU, OpError,
+            EvidenceStoreError)
 
 
 # --------------------------------------------------------------------------------------
@@ -111,10 +113,14 @@ def refused(e: Entry) -> list[dict]:
 
 
 def show_pattern(pattern_id: str) -> dict:
-    """One pattern as its schema's JSON, with the before→after diff of its examples under `diff`
-    and its rewrite's refuse cases under `refuses`."""
+    """One pattern as its schema's JSON, with the before→after diff of its examples under `diff`,
+    its rewrite's refuse cases under `refuses`, and the user's own evidence records
+    (patterns.core.user_evidence) under `local_evidence`."""
+    from patterns.core.user_evidence import records
+
     e = get(pattern_id)
-    return {**e.pattern.model_dump(mode="json"), "diff": example_diff(e), "refuses": refused(e)}
+    local = [r.model_dump(mode="json") for r in records(pattern_id)]
+    return {**e.pattern.model_dump(mode="json"), "diff": example_diff(e), "refuses": refused(e), "local_evidence": local}
 
 
 def _tokens(text: str) -> list[str]:
@@ -243,6 +249,19 @@ def suggest_report(
     n_rewrites = sum(1 for k in report.kernels for s in k.suggestions if s.rewrite)
     if check_rewrites_ if check_rewrites_ is not None else n_rewrites <= AUTO_CHECKED_REWRITES:
         check_rewrites(report, source if source is not None else Path(path).read_text(encoding="utf-8", errors="replace"))
+    return with_local_evidence(report)
+
+
+def with_local_evidence(report: SuggestReport) -> SuggestReport:
+    """The report with each suggestion's `local_measured`: the user's own evidence store, never mixed into `measured`."""
+    from patterns.core.user_evidence import records
+
+    mine: dict[str, list] = {}
+    for k in report.kernels:
+        for s in k.suggestions:
+            if s.pattern_id not in mine:
+                mine[s.pattern_id] = [r.measurement for r in records(s.pattern_id)]
+            s.local_measured = list(mine[s.pattern_id])
     return report
 
 
@@ -408,3 +427,54 @@ def review_item(item_id: str, say: Callable[[str], None] | None = None) -> dict:
         out["verdict"] = verdict(bundle)
         out["checks"] = [c.model_dump(mode="json") for c in bundle.checks]
     return out
+
+
+# --------------------------------------------------------------------------------------
+# the user's evidence (patterns.core.user_evidence)
+# --------------------------------------------------------------------------------------
+
+
+def evidence_records(pattern_id: str | None = None) -> list[dict]:
+    """The user's own evidence records (all patterns, or one), oldest first per pattern."""
+    from patterns.core.user_evidence import all_records, records
+
+    if pattern_id is not None:
+        get(pattern_id)  # an unknown id is one line
+        found = records(pattern_id)
+    else:
+        found = all_records()
+    return [r.model_dump(mode="json") for r in found]
+
+
+def evidence_patch(pattern_id: str | None = None, metric: str | None = None) -> tuple[str, list[str]]:
+    """A unified diff that appends the user's measurements to the library's pattern.yaml files (for a
+    maintainer to review and `git apply` from the checkout's root), and the evidence bundles the records
+    cite. Measurements already in the library are left out; nothing is written."""
+    from patterns.core.library import LIBRARY_DIR, library_dir, load_pattern
+    from patterns.core.user_evidence import all_records, records
+    from patterns.distill.merge import append_measured
+
+    found = records(pattern_id) if pattern_id is not None else all_records()
+    by_pattern: dict[str, list] = {}
+    for r in found:
+        if metric is None or r.measurement.metric == metric:
+            by_pattern.setdefault(r.pattern_id, []).append(r.measurement)
+    # paths as a checkout names them (patterns/library/<id>/pattern.yaml); another library: <folder>/<id>/pattern.yaml
+    root = library_dir().resolve()
+    base = root.parents[1] if root == LIBRARY_DIR.resolve() else root.parent
+    patch, bundles = [], []
+    for pid in sorted(by_pattern):
+        yaml_path = get(pid).file("pattern.yaml")
+        have = load_pattern(yaml_path).evidence.measured
+        new = []
+        for m in by_pattern[pid]:
+            if m not in have and m not in new:
+                new.append(m)
+        if not new:
+            continue
+        text = yaml_path.read_text(encoding="utf-8")
+        rel = yaml_path.resolve().relative_to(base).as_posix()
+        patch += difflib.unified_diff(text.splitlines(True), append_measured(text, new, str(yaml_path)).splitlines(True), f"a/{rel}", f"b/{rel}")
+        bundles += [m.source for m in new if m.source]
+    return "".join(patch), bundles
+

@@ -33,7 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
@@ -63,12 +65,37 @@ def apply_chain(op: str, chain: Chain, dest: Path) -> str:
     return source
 
 
+@dataclass
+class Loaded:
+    """An implementation the benchmark runs in this process: the baseline, the rewrites' candidates
+    (the project's own code) or an accepted review item. `module` is the imported file, whose kernels
+    an op's benchmark also launches at other parameters; `impl` is the gate's handle on it, through
+    which the partition check calls it (outputs NaN-poisoned)."""
+
+    impl: Any  # patterns.validation.loader.Impl, hosted by a sandbox.InProcess of its own
+    module: ModuleType
+
+    @property
+    def launcher(self) -> Callable[..., Any]:
+        """The launcher itself: what is timed, with nothing of the gate's around it."""
+        return getattr(self.module, self.impl.launcher_name)
+
+
+def load_here(ctx: Context, role: str, path: Path) -> Loaded:
+    """Import `path` in this process through the gate's loader (its errors: one line, GateInputError)."""
+    from patterns.validation.loader import load_impl
+    from patterns.validation.sandbox import InProcess
+
+    host = InProcess(ctx.device)  # one per file: an InProcess holds one implementation per role
+    impl, _ = load_impl(ctx.spec, role, path, host)
+    return Loaded(impl, sys.modules[host.modules[role].__module__])
+
+
 def load_candidates(ctx: Context, work: Path, overrides: dict[str, Path]) -> None:
     from patterns.core.ops import load_benchmark, source_path
-    from patterns.validation.loader import load_impl
 
     bench = load_benchmark(ctx.op)
-    ctx.baseline = load_impl(ctx.spec, "baseline", source_path(ctx.spec, ctx.spec.baseline))
+    ctx.baseline = load_here(ctx, "baseline", source_path(ctx.spec, ctx.spec.baseline))
     for i, step in enumerate(bench.steps):
         path = work / f"{ctx.op}--{step.label}.py"
         if i == len(bench.steps) - 1 and ctx.op in overrides:
@@ -77,19 +104,19 @@ def load_candidates(ctx: Context, work: Path, overrides: dict[str, Path]) -> Non
         else:
             ctx.sources[step.label] = {"chain": chain_text(step.chain), "hypothesis": step.hypothesis,
                                        "source": apply_chain(ctx.op, step.chain, path)}
-        ctx.steps[step.label] = load_impl(ctx.spec, "candidate", path)
+        ctx.steps[step.label] = load_here(ctx, "candidate", path)
     if ctx.sweep:
         for label, chain in bench.sweeps:
             path = work / f"{ctx.op}--{label.replace(' ', '_')}.py"
             apply_chain(ctx.op, chain, path)
-            ctx.sweeps[label] = load_impl(ctx.spec, "candidate", path)
+            ctx.sweeps[label] = load_here(ctx, "candidate", path)
 
 
 def chain_text(chain: Chain) -> str:
     return " | ".join(" ".join([f"patterns apply {p}", *(f"--param {k}={v}" for k, v in params.items())]) for p, params in chain)
 
 
-def _impl_variant(ctx: Context, name: str, role: str, impl, note: str = "") -> Variant:
+def _impl_variant(ctx: Context, name: str, role: str, impl: Loaded, note: str = "") -> Variant:
     from patterns.validation.runner import collect
 
     return Variant(name, role, lambda a, impl=impl: impl.launcher(**a), note, outputs=lambda ret, a: collect(ctx.spec, ret, a),
@@ -327,7 +354,7 @@ def partition_curves(ctx: Context) -> dict[str, Any]:
     from patterns.validation.partition import check_partition
 
     final = list(ctx.steps)[-1]
-    checks = check_partition(ctx.spec, ctx.baseline, ctx.steps[final], load_reference(ctx.spec), ctx.device)
+    checks = check_partition(ctx.spec, ctx.baseline.impl, ctx.steps[final].impl, load_reference(ctx.spec), ctx.device)
     c = checks[0]
     return {**c.details, "step": final, "passed": c.passed, "reason": c.reason, "shape": c.shape}
 

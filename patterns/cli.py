@@ -87,6 +87,17 @@ def list_cmd(
     console.print(table)
 
 
+def _measured_table(title: str, measured) -> Table:
+    """Measurements with their metric spelt out: a speed ratio only where the metric is speedup."""
+    t = Table(title=title, title_justify="left")
+    for col in ("hardware", "shapes", "baseline", "candidate", "metric", "ratio"):
+        t.add_column(col, overflow="fold")
+    for m in measured:
+        t.add_row(m.hardware, m.shapes, m.baseline, m.candidate, "speed (x)" if m.metric == "speedup" else f"{m.metric} (not speed)",
+                  f"{m.ratio:.3g}")
+    return t
+
+
 @app.command("show")
 def show_cmd(
     pattern_id: str = typer.Argument(..., metavar="ID", help="pattern id, e.g. tf32x3_dot_precision"),
@@ -129,13 +140,15 @@ def show_cmd(
     console.print(Markdown("## Evidence"))
     for u in p.evidence.upstream:
         console.print(f"  • {u.ref}" + (f" — {u.note}" if u.note else ""))
+    from patterns.core.user_evidence import records
+
     if p.evidence.measured:
-        t = Table("hardware", "shapes", "baseline", "candidate", "ratio", "command")
-        for m in p.evidence.measured:
-            t.add_row(m.hardware, m.shapes, m.baseline, m.candidate, f"{m.ratio:.2f}", m.command)
-        console.print(t)
+        console.print(_measured_table("measured (the library's curated evidence)", p.evidence.measured))
     else:
-        console.print("  [dim]no measured results yet[/]")
+        console.print("  [dim]no measured results in the library yet[/]")
+    mine = [r.measurement for r in records(p.id)]
+    if mine:
+        console.print(_measured_table("your local evidence (your evidence store; `patterns evidence export` to propose it)", mine))
     if p.traps:
         console.print(Markdown("## Traps"))
         for t in p.traps:
@@ -408,6 +421,8 @@ def _print_report(report) -> None:
     """Plain lines that fit the terminal (80 columns in a pipe): ids on their own line, never cut."""
     from rich.markup import escape
 
+    from patterns.core.user_evidence import describe
+
     width = console.width
     for k in report.kernels:
         b = k.bottleneck
@@ -438,7 +453,8 @@ def _print_report(report) -> None:
                 if s.expected_effect:
                     _field("effect", s.expected_effect, width)
                 ev = [f"{u.project} {u.path}:{u.lines[0]}" for u in s.upstream[:2]]
-                ev += [f"measured {m.ratio:.2f}× on {m.hardware}" for m in s.measured[:1]]
+                ev += [f"measured: {describe(m)}" for m in s.measured[:1]]
+                ev += [f"yours: {describe(m)}" for m in s.local_measured[-1:]]
                 if ev:
                     _field("evidence", "; ".join(ev), width, style="dim")
         else:
@@ -533,6 +549,7 @@ def validate_cmd(
     pattern: Optional[str] = typer.Option(None, "--pattern", help="the pattern the candidate applies: its max_cost sets the speed rule"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="run the gate as a Ray task on the cluster at ADDRESS; alone: a Ray instance started here"),
     ray_resource: Optional[str] = typer.Option(None, "--ray-resource", metavar="NAME=N", help="with --ray: the task asks for N units of this custom resource instead of one GPU"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="seconds for the whole validation (default: the op's timeout_s); past it the candidate is rejected"),
 ) -> None:
     """Compare a candidate with the op's baseline and reference; write an evidence bundle."""
     # imported here: the gate pulls in torch, which `suggest` must not pay for
@@ -547,7 +564,7 @@ def validate_cmd(
         gate = functools.partial(validate_remote, address=ray, resource=ray_resource)
     elif ray_resource is not None:
         raise UsageError("--ray-resource: only with --ray")
-    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, gate=gate)
+    validate_command(op, candidate, out=out, device=device, format=format, pattern=pattern, timeout=timeout, gate=gate)
 
 
 # --------------------------------------------------------------------------------------
@@ -580,6 +597,7 @@ def spec_init_cmd(
     reference_file: Optional[str] = typer.Option(None, "--reference-file", help="a .py file with the reference (FUNC: `reference`, the launcher's name or its one function; ref.py:FUNC to choose); it may define make_inputs, bytes_moved, flops"),
     shape: list[str] = typer.Option([], "--shape", help="a tensor parameter's dimensions, NAME=DIMS (repeat): x=N,D  weight=D  state=B,H,64,64"),
     dtype: list[str] = typer.Option([], "--dtype", help="activation dtype to check (repeat; default float32 and bfloat16), or NAME=DTYPE for one tensor"),
+    gpu_dtype: list[str] = typer.Option([], "--gpu-dtype", help="activation dtype on the GPU (repeat; default: the 16-bit ones of --dtype)"),
     value: list[str] = typer.Option([], "--value", help="a non-tensor parameter, NAME=LITERAL (repeat): eps=1e-6 causal=True"),
     gpu_shape: list[str] = typer.Option([], "--gpu-shape", help="sizes timed on the GPU, N=4096,D=4096 (repeat)"),
     cpu_shape: list[str] = typer.Option([], "--cpu-shape", help="sizes checked under the interpreter (repeat; default: small odd sizes derived from the GPU shapes)"),
@@ -612,12 +630,59 @@ def spec_init_cmd(
             raise UsageError(f"--value: expected NAME=LITERAL, got '{item}'")
         values[name] = _parse_value(text)
     req = Request(kernel=kernel_file, launcher=kernel, reference=reference, reference_file=reference_file, shapes=dims,
-                  dtypes=tuple(grid), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
+                  dtypes=tuple(grid), gpu_dtypes=tuple(gpu_dtype), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
                   cpu_shapes=_sizes(cpu_shape, "--cpu-shape"), inplace=tuple(inplace), scratch=tuple(scratch), out=out, force=force)
     with err_console.status(f"checking {kernel_file.name} against its reference…"):
         path = init_spec(req, check=check)
     console.print(f"wrote {path}" + (" (checked: reference and launcher agree on the outputs' shapes)" if check else " (not checked)"), highlight=False, soft_wrap=True)
     console.print(f"next: patterns validate {path} · patterns agent {path}", highlight=False, soft_wrap=True)
+
+
+evidence_app = typer.Typer(name="evidence", help="Your own evidence: what accepted reviews measured on your kernels, kept apart from the library.", no_args_is_help=True)
+app.add_typer(evidence_app, name="evidence")
+
+
+@evidence_app.command("list")
+def evidence_list_cmd(
+    pattern_id: Optional[str] = typer.Option(None, "--pattern", help="only this pattern"),
+    format: Format = typer.Option(Format.table, "--format", help="table or json"),
+) -> None:
+    """Your evidence records, per pattern (speed only from GPU bundles; CPU results are error ratios)."""
+    from patterns.core.schema import Measurement
+    from patterns.core.user_evidence import describe, evidence_home
+
+    rows = api.evidence_records(pattern_id)
+    if format == Format.json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"{len(rows)} evidence records in {evidence_home()}", title_justify="left")
+    for col in ("pattern", "result", "shapes", "target", "review item"):
+        table.add_column(col, overflow="fold", no_wrap=col == "review item")
+    for r in rows:
+        table.add_row(r["pattern_id"], describe(Measurement.model_validate(r["measurement"])), r["measurement"]["shapes"], r["target"], r["item"])
+    console.print(table)
+
+
+@evidence_app.command("export")
+def evidence_export_cmd(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the patch here (default: stdout)"),
+    pattern_id: Optional[str] = typer.Option(None, "--pattern", help="only this pattern"),
+    metric: Optional[str] = typer.Option(None, "--metric", help="only this metric (speedup: GPU speed ratios; max-rel-err-vs-baseline: error ratios)"),
+) -> None:
+    """A patch adding your measurements to the library's pattern.yaml files, for a maintainer to review and `git apply`."""
+    from patterns.core import files
+
+    patch, bundles = api.evidence_patch(pattern_id, metric)
+    if not patch:
+        err_console.print("nothing to export: no record of yours is missing from the library", highlight=False)
+        return
+    if out is None:
+        sys.stdout.write(patch)
+    else:
+        files.write_atomic(out, patch.encode())
+        err_console.print(f"wrote {out}: review it, then `git apply {out}` in the checkout", highlight=False, soft_wrap=True)
+    if bundles:
+        err_console.print("the evidence bundles it cites (commit them beside the change):\n  " + "\n  ".join(dict.fromkeys(bundles)), highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ class Request:
     reference_file: str | None = None  # ref.py[:FUNC]
     shapes: dict[str, tuple[str | int, ...]] = field(default_factory=dict)  # tensor -> dims
     dtypes: tuple[str, ...] = ()
+    gpu_dtypes: tuple[str, ...] = ()
     pinned: dict[str, str] = field(default_factory=dict)  # tensor -> dtype
     values: dict[str, Any] = field(default_factory=dict)
     gpu_shapes: tuple[dict[str, int], ...] = ()
@@ -281,7 +282,8 @@ def render(req: Request) -> tuple[Path, str]:
         for p in launcher.params:
             if p.name in req.shapes:
                 dims = req.shapes[p.name]
-                symbols += [d for d in dims if isinstance(d, str) and d not in symbols]
+                for d in dims:
+                    symbols += [f for f in (d.split("*") if isinstance(d, str) else ()) if not f.isdigit() and f not in symbols]
                 pinned = req.pinned.get(p.name) or _annotation_dtype(p.annotation)
                 extra = f", dtype={pinned!r}" if pinned else ""
                 args.append(f"    {p.name!r}: Tensor({', '.join(repr(d) for d in dims)}{extra}),")
@@ -296,10 +298,10 @@ def render(req: Request) -> tuple[Path, str]:
             symbols += [k for k in s if k not in symbols]
 
     dtypes = req.dtypes or ("float32", "bfloat16")
-    bad = [d for d in dtypes if d not in DTYPES]
+    gpu_dtypes = req.gpu_dtypes or tuple(d for d in dtypes if d != "float32") or dtypes
+    bad = [d for d in (*dtypes, *gpu_dtypes) if d not in DTYPES]
     if bad:
         raise SpecError(f"--dtype: {', '.join(bad)}: not one of {', '.join(DTYPES)} (or NAME=DTYPE for one input)")
-    gpu_dtypes = tuple(d for d in dtypes if d != "float32") or dtypes
     for given in (*req.gpu_shapes, *req.cpu_shapes):
         missing = [s for s in symbols if s not in given]
         if missing:
@@ -395,13 +397,16 @@ def init_spec(req: Request, check: bool = True) -> Path:
 # --------------------------------------------------------------------------------------
 
 
-def probe(spec_path: Path, timeout: float = PROBE_TIMEOUT_S) -> None:
-    """Call the spec's reference and launcher once (smallest CPU shape, first dtype, Triton's interpreter)
-    in a child process with a time limit; SpecError naming the file when they do not fit."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+def probe(spec_path: Path, baseline: Path | None = None, timeout: float = PROBE_TIMEOUT_S, device: str = "cpu") -> None:
+    """Call the spec's reference and launcher (or `baseline`'s launcher of the same name) once, on the
+    smallest CPU shape in the first dtype of the device (under Triton's interpreter on the CPU), in a
+    child process with a time limit; SpecError naming the file when they do not fit."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    cmd = [sys.executable, "-m", "patterns.specinit", str(spec_path), device, *([str(baseline)] if baseline else [])]
     try:
-        run = subprocess.run([sys.executable, "-m", "patterns.specinit", str(spec_path)], capture_output=True, text=True,
-                             timeout=timeout, env=env)
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise SpecError(f"{spec_path}: the check (one call of the reference and the launcher) ran over {timeout:g} s") from None
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("{")]
@@ -413,17 +418,24 @@ def probe(spec_path: Path, timeout: float = PROBE_TIMEOUT_S) -> None:
         raise SpecError(result["error"])
 
 
-def _probe_here(spec_path: str) -> str:
+def _probe_here(spec_path: str, device: str = "cpu", baseline: str | None = None) -> str:
     """The check itself (run by `probe` in the child); '' when the spec fits, else the one-line error."""
+    import dataclasses
+
     from patterns.core import interpreter
     from patterns.core.ops import load_reference, load_spec, resolve, source_path, split_target
     from patterns.validation.runner import ResultError, clone_inputs, collect
 
-    interpreter.install_cpu_shims()
+    from patterns.validation.runner import active_dtypes
+
+    if device == "cpu":
+        interpreter.install_cpu_shims()
     try:
         spec = load_spec(spec_path)
     except OpError as exc:
         return str(exc)
+    if baseline:
+        spec = dataclasses.replace(spec, baseline=f"{baseline}:{split_target(spec.baseline)[1]}")
     kernel, (_, launcher_name) = source_path(spec, spec.baseline), split_target(spec.baseline)
     ref_file = spec.reference.rpartition(":")[0]
     try:
@@ -432,10 +444,10 @@ def _probe_here(spec_path: str) -> str:
     except OpError as exc:
         return str(exc)
     shape = min(spec.shapes, key=lambda s: (sum(s.values()), list(s.values())))
-    dtype = spec.dtypes[0]
-    where = f"shape {','.join(f'{k}={v}' for k, v in shape.items())}, {dtype}"
+    dtype = active_dtypes(spec, device)[0]
+    where = f"shape {','.join(f'{k}={v}' for k, v in shape.items())}, {dtype}, {device}"
     try:
-        inputs = spec.make_inputs(dict(shape), dtype, spec.seeds[0], "cpu")
+        inputs = spec.make_inputs(dict(shape), dtype, spec.seeds[0], device)
     except Exception as exc:  # noqa: BLE001 - the user's code
         return f"{spec_path}: make_inputs failed at {where}: {type(exc).__name__}: {_first(exc)}"
     try:
@@ -466,7 +478,7 @@ def _first(exc: BaseException) -> str:
 
 if __name__ == "__main__":
     try:
-        error = _probe_here(sys.argv[1])
+        error = _probe_here(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
     except Exception as exc:  # noqa: BLE001 - anything else: still one line for the parent
         error = f"{sys.argv[1]}: the check failed: {type(exc).__name__}: {_first(exc)}"
     print(json.dumps({"error": error}))

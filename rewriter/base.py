@@ -136,13 +136,25 @@ def apply(pattern_id: str, source: str, path: str = "<string>", kernel: str | No
 
 
 def write_candidate(candidate: Candidate, path: Path) -> Path:
-    """Write atomically, keeping a backup; refuse if the file changed since it was analysed."""
+    """Write atomically, keeping a backup; refuse if the file changed since it was analysed.
+
+    The check and the write happen under an exclusive lock on the file itself, so of two
+    writers in that window the second finds the first's rewrite and refuses (no lost
+    rewrite). An existing FILE.orig is never overwritten: it holds the file as it was
+    before the first rewrite, which a second apply must not lose."""
+    import fcntl
     import shutil
 
-    current = path.read_text(encoding="utf-8")
-    if sha256_hex(current) != candidate.original_sha256:
-        raise RewriteError(f"{path}: changed since it was analysed; run apply again")
-    backup = path.with_name(path.name + ".orig")
-    shutil.copy2(path, backup)
-    write_atomic(path, candidate.source, keep_mode=True)
+    with open(path, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            current = path.read_text(encoding="utf-8")
+            if sha256_hex(current) != candidate.original_sha256:
+                raise RewriteError(f"{path}: changed since it was analysed; run apply again")
+            backup = path.with_name(path.name + ".orig")
+            if not backup.exists():
+                shutil.copy2(path, backup)
+            write_atomic(path, candidate.source, keep_mode=True)
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
     return backup

@@ -2,6 +2,7 @@
 
     python -m patterns.rewriter.golden record DIR   # run every codemod, write DIR/golden.json.gz
     python -m patterns.rewriter.golden check DIR    # run them again on the recorded inputs, compare
+    python -m patterns.rewriter.golden check DIR split_kv_lse_merge fuse_v_tiles   # only these codemods
 
 The inputs are every tracked .py file of the repository that mentions Triton
 or ctypes, every string literal in one that holds a `@triton.jit` kernel or a
@@ -104,18 +105,19 @@ def record(folder: Path) -> Path:
     return dest
 
 
-def check(folder: Path) -> list[str]:
+def check(folder: Path, only: set[str] | None = None) -> list[str]:
     """Keys whose outcome differs from the record (codemods added since are not compared)."""
     data = json.loads(gzip.decompress((folder / "golden.json.gz").read_bytes()))
-    now = outcomes(data["inputs"], {k.split("|")[0] for k in data["outcomes"]})
-    was = data["outcomes"]
+    names = {k.split("|")[0] for k in data["outcomes"]} & (only or {k.split("|")[0] for k in data["outcomes"]})
+    now = outcomes(data["inputs"], names)
+    was = {k: v for k, v in data["outcomes"].items() if k.split("|")[0] in names}
     bad = [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
     return bad
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("record", "check"):
-        print("usage: python -m patterns.rewriter.golden record|check DIR", file=sys.stderr)
+    if len(argv) < 2 or argv[0] not in ("record", "check") or (argv[0] == "record" and len(argv) != 2):
+        print("usage: python -m patterns.rewriter.golden record DIR | check DIR [CODEMOD ...]", file=sys.stderr)
         return 2
     folder = Path(argv[1])
     if argv[0] == "record":
@@ -129,7 +131,7 @@ def main(argv: list[str]) -> int:
     if not (folder / "golden.json.gz").is_file():
         print(f"error: {folder}: no golden.json.gz (run `record` first)", file=sys.stderr)
         return 2
-    bad = check(folder)
+    bad = check(folder, set(argv[2:]) or None)
     for k in bad[:40]:
         print(f"differs: {k}")
     print(f"{len(bad)} outcomes differ" if bad else "all outcomes byte-identical")

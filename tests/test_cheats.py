@@ -67,7 +67,7 @@ CHEATS = {
     ],
     "unwritten.py": [
         ("unwritten output", "integrity: output element never written (NaN at out[2], float32 M=3,K=67)"),
-        ("correctness", "correctness: out[2] = nan vs reference"),
+        ("correctness", "correctness: out[2] = NaN vs reference"),
     ],
     "uninit_read.py": [
         ("unwritten output", "integrity: reads uninitialised memory (out[0] = nan with NaN-filled buffers"),

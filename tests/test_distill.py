@@ -904,3 +904,29 @@ def test_drafts_default_to_the_user_data_directory(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert (tmp_path / "data" / "patterns" / "drafts" / "in_kernel_prefix_sum" / "pattern.yaml").exists()
     assert not (tmp_path / "drafts").exists()
+
+
+def test_audit_samples_every_pattern_before_repeating_one(tmp_path, capsys):
+    from patterns.distill.audit import main as audit_main
+
+    root = make_upstream(tmp_path)
+    tree = make_cluster_tree(tmp_path)
+    for f in (tree / "sglang").iterdir():
+        shutil.copy(f, root / "sglang" / f.name)
+    audit_main([str(root), "--library", str(make_library(tmp_path)), "--sample", "3", "--seed", "1", "--jobs", "1", "--format", "json"])
+    items = json.loads(capsys.readouterr().out)
+    assert len(items) == 3 and len({(i["source"], i["pattern"]) for i in items}) == 3  # three different patterns/drafts
+    draft = next(i for i in items if i["source"] == "draft")
+    assert draft["pattern"] == "in_kernel_prefix_sum" and ">" in draft["code"] and "tl.cumsum" in draft["code"]
+
+
+def test_a_technique_the_library_names_is_not_proposed(tmp_path):
+    """Fewer shared locations than the Jaccard rule needs, but the same technique by name: no draft."""
+    lib = make_library(tmp_path)
+    (lib / "prefix_sum_rows").mkdir()
+    (lib / "prefix_sum_rows" / "pattern.yaml").write_text(PATTERN_TEMPLATE.format(
+        id="prefix_sum_rows", present_when="  kernel_named: {names: ['hist_kernel_[01]$']}"))
+    result = distill([str(make_cluster_tree(tmp_path))], load_library(lib), FactsCache(), jobs=1)
+    assert result.drafts == []
+    why = {c.id: c.dropped for c in result.report.candidates}
+    assert why["in_kernel_prefix_sum"].startswith("the library has it: prefix_sum_rows names the same technique")

@@ -144,13 +144,14 @@ def _cli(base: Path, address: str, targets: list[Path]) -> tuple[list[str], dict
 # --------------------------------------------------------------------------------------
 
 
-NUMBER = re.compile(r"\d+(\.\d+)?(e[-+]?\d+)?")
+NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?")
 
 
 def _reason(text: str, candidate: str) -> str:
     """A check's reason without the candidate's file name (`01-x.py` in a plain run, named by content with --ray)
-    and without its measured numbers: a candidate that autotunes picks its config by timing, so its errors
-    differ from run to run in the last digits; which checks ran and their verdicts may not."""
+    and without its measured numbers: a candidate that autotunes picks its config by timing, and the gate fills
+    output buffers with fresh random values each run, so errors and fill values differ from run to run; which
+    checks ran and their verdicts may not."""
     return NUMBER.sub("#", text.replace(Path(candidate).name, "<candidate>"))
 
 
@@ -185,10 +186,15 @@ def _record(run_dirs: list[Path], home: Path) -> dict:
 
 def _same(got: dict, want: dict) -> None:
     """got == want, with a message that names the first difference."""
-    for i, (g, w) in enumerate(zip(got["targets"], want["targets"])):
-        for k in w:
-            assert g[k] == w[k], f"target {w['target']}: {k} differ:\n{json.dumps(g[k], indent=1)[:3000]}\nvs the plain run's\n{json.dumps(w[k], indent=1)[:3000]}"
-    assert got == want
+    def first(g, w, path: str) -> str | None:
+        if isinstance(w, dict) and isinstance(g, dict):
+            return next((d for k in sorted(set(g) | set(w)) if (d := first(g.get(k), w.get(k), f"{path}.{k}"))), None)
+        if isinstance(w, (list, tuple)) and isinstance(g, (list, tuple)) and len(g) == len(w):
+            return next((d for i, (x, y) in enumerate(zip(g, w)) if (d := first(x, y, f"{path}[{i}]"))), None)
+        return None if g == w else f"{path}: {json.dumps(g)[:1500]}\nvs the plain run's\n{json.dumps(w)[:1500]}"
+
+    where = first(got, want, "")
+    assert where is None, where
 
 
 def _runs(home: Path) -> list[Path]:
@@ -350,6 +356,52 @@ def test_validate_as_one_ray_task(head: dict, targets: list[Path], tmp_path: Pat
     assert bad.returncode == 1, bad.stderr[-2000:]
     failed = read_bundle(tmp_path / "bad" / "matmul--baseline.json")
     assert not failed.passed and any(c.layer == "correctness" and c.passed is False for c in failed.checks)
+
+
+@pytest.fixture()
+def chroma_server(tmp_path: Path):
+    """`chroma run` on 127.0.0.1: the one library index the drivers of several hosts read."""
+    import urllib.request
+
+    chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
+    port = _free_port()
+    proc = subprocess.Popen([chroma, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/v2/heartbeat", timeout=1)
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "chroma run did not come up within 60 s"
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_driver_plans_from_the_shared_chroma_index(chroma_server: str, targets: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`patterns index --chroma-url` once; a driver with `--chroma-url` (any host) makes the plan the embedded index makes,
+    and builds no index of its own."""
+    from patterns.agent.loop import Agent, make_plan
+
+    env = {**os.environ, "PATTERNS_INDEX_DIR": str(tmp_path / "unused")}
+    built = subprocess.run([sys.executable, "-m", "patterns.cli", "index", "--chroma-url", chroma_server], env=env, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    monkeypatch.setenv("PATTERNS_AGENT_HOME", str(tmp_path / "agent"))
+    plans = {}
+    for url in (None, chroma_server):
+        monkeypatch.setenv("PATTERNS_INDEX_DIR", str(tmp_path / ("shared" if url else "local")))
+        agent = Agent(AgentConfig(op="matmul", target=targets[0], shapes=1, device="cpu", chroma_url=url))
+        plans[url] = make_plan(agent.cfg, agent.spec)
+    local, shared = plans[None], plans[chroma_server]
+    assert [p["pattern_id"] for p in shared["planned"]] == [p["pattern_id"] for p in local["planned"]] and len(local["planned"]) >= 3
+    assert shared["hypotheses"] == local["hypotheses"]
+    assert (tmp_path / "local" / "snapshot.json").exists() and not (tmp_path / "shared" / "snapshot.json").exists()
+    assert not (tmp_path / "unused" / "snapshot.json").exists()
 
 
 # --------------------------------------------------------------------------------------

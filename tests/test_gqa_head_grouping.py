@@ -18,6 +18,7 @@ from patterns.core.examples import compare, nan_filled_empty
 from patterns.core.ops import load_spec, resolve, source_path
 from patterns.rewriter.base import AlreadyApplied, apply
 from patterns.validation.loader import load_impl
+from patterns.validation.sandbox import InProcess
 
 SPEC = load_spec("decode_attention")
 BASELINE = source_path(SPEC, SPEC.baseline).read_text()
@@ -42,18 +43,22 @@ def test_grouped_decode_attention_matches_reference(start: str, tmp_path: Path) 
     grouped = apply("gqa_head_grouping", CHAINS[start], "baseline.py").candidate.source
     path = tmp_path / f"grouped_{start}.py"
     path.write_text(grouped)
-    impl = load_impl(SPEC, "candidate", path)
+    host = InProcess("cpu")  # the project's own rewrite of its own baseline: trusted, imported here
+    impl, _ = load_impl(SPEC, "candidate", path, host)
     reference = resolve(SPEC, SPEC.reference)
-    for shape in SPEC.shapes:
-        for dtype in SPEC.dtypes:
-            inputs = SPEC.make_inputs(dict(shape), dtype, 0, "cpu")
-            want = reference(**{n: x.clone() if isinstance(x, torch.Tensor) else x for n, x in inputs.items()})
-            with nan_filled_empty():
-                got = impl.launcher(**inputs)
-            tol = SPEC.tolerance[dtype]
-            ok, aerr, rerr, reason = compare(got, want, tol.atol, tol.rtol)
-            assert ok, f"{start} {shape} {dtype}: {reason} (max abs err {aerr:.3g}, max rel err {rerr:.3g})"
-            assert want[0].abs().max() > 0.1  # a real comparison, not one of zeros
+    try:
+        for shape in SPEC.shapes:
+            for dtype in SPEC.dtypes:
+                inputs = SPEC.make_inputs(dict(shape), dtype, 0, "cpu")
+                want = reference(**{n: x.clone() if isinstance(x, torch.Tensor) else x for n, x in inputs.items()})
+                with nan_filled_empty():
+                    got = impl.launcher(**inputs)
+                tol = SPEC.tolerance[dtype]
+                ok, aerr, rerr, reason = compare(got, want, tol.atol, tol.rtol)
+                assert ok, f"{start} {shape} {dtype}: {reason} (max abs err {aerr:.3g}, max rel err {rerr:.3g})"
+                assert want[0].abs().max() > 0.1  # a real comparison, not one of zeros
+    finally:
+        host.close()
 
 
 def test_split_kv_then_grouping_edits_the_launcher_and_leaves_the_merge() -> None:

@@ -2,7 +2,8 @@
 
 The thresholds are the issue's targets (at least 20 project-written kernels,
 recall@3 >= 0.9, nothing already applied re-suggested); measured when the set
-was last extended: recall@3 0.942 over 78 cases. The full table is
+was last extended: recall@3 0.945 over 178 cases (the 14 kernels of
+cases.memory_reduction_launch.yaml added). The full table is
 `python -m patterns.retriever.quality`.
 """
 import importlib.util
@@ -192,6 +193,174 @@ def _host_pydll_wait(m, g):
     return torch.stack(store), torch.stack(layers)
 
 
+# --- attention, quantization, MoE (cases.attention_quant_moe.yaml) -------------------
+
+
+def _causal_ref(q, k, v):
+    T, D = q.shape[1], q.shape[2]
+    s = (q @ k.transpose(1, 2) * D**-0.5).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def _causal(m, g):
+    q, k, v = (_rand(2, 70, 16, g=g) for _ in range(3))
+    return m.causal_attention(q, k, v), _causal_ref(q, k, v)
+
+
+def _causal_diagonal(m, g):
+    q, k, v = (_rand(2, 64, 16, g=g) for _ in range(3))  # the unmasked loop reads whole tiles: T a multiple of BT
+    return m.causal_attention(q, k, v), _causal_ref(q, k, v)
+
+
+def _ragged(g, n=5, T=40):
+    lens = torch.randint(1, T, (n,), generator=g)
+    return lens, torch.nn.functional.pad(lens.cumsum(0), (1, 0)).to(torch.int32)
+
+
+def _padded_batch_mean_pool(m, g):
+    lens, cu = _ragged(g)
+    x = _rand(int(lens.sum()), 12, g=g)
+    ref = torch.stack([x[a:b].mean(0) for a, b in zip(cu[:-1].tolist(), cu[1:].tolist())])
+    return m.mean_pool(x, lens.to(torch.int32)), ref
+
+
+def _varlen_chunk_cumsum(m, g):
+    lens, cu = _ragged(g)
+    x = _rand(int(lens.sum()), 3, g=g)
+    ref = torch.cat([torch.cat([c.cumsum(0) for c in x[a:b].split(16)]) for a, b in zip(cu[:-1].tolist(), cu[1:].tolist())])
+    return m.chunk_local_cumsum(x, cu), ref
+
+
+def _gathered_kv_decode(m, g):
+    B, H, D, PAGE, PAGES = 2, 2, 16, 8, 3
+    seq_lens = torch.tensor([13, 24], dtype=torch.int32)
+    table = torch.randperm(B * PAGES, generator=g).to(torch.int32).view(B, PAGES)
+    k_pool, v_pool = _rand(B * PAGES * PAGE, H, D, g=g), _rand(B * PAGES * PAGE, H, D, g=g)
+    q = _rand(B, H, D, g=g)
+    ref = torch.empty_like(q)
+    for b in range(B):
+        rows = (table[b].long()[:, None] * PAGE + torch.arange(PAGE)).flatten()[: seq_lens[b]]
+        ref[b] = _attention(q[b][:, None], k_pool[rows].transpose(0, 1), v_pool[rows].transpose(0, 1), D**-0.5)[:, 0]
+    return m.paged_decode(q, k_pool, v_pool, table, seq_lens, PAGE), ref
+
+
+def _rope_halves(x, cos, sin):
+    D = x.shape[-1]
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    c, s = cos[:, None], sin[:, None]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+
+
+def _rope_then_cache_scatter(m, g):
+    T, HQ, HK, D, S = 5, 4, 2, 16, 12
+    q, k, v = _rand(T, HQ, D, g=g), _rand(T, HK, D, g=g), _rand(T, HK, D, g=g)
+    ang = torch.rand(T, D // 2, generator=g)
+    slots = torch.randperm(S, generator=g)[:T].to(torch.int32)
+    kc, vc = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
+    q_out = m.rope_and_store(q, k, v, ang.cos(), ang.sin(), slots, kc, vc)
+    rk, rv = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
+    rk[slots.long()], rv[slots.long()] = _rope_halves(k, ang.cos(), ang.sin()), v
+    return torch.cat([q_out.flatten(), kc.flatten(), vc.flatten()]), torch.cat([_rope_halves(q, ang.cos(), ang.sin()).flatten(), rk.flatten(), rv.flatten()])
+
+
+def _fused_rope_kv_store(m, g):
+    T, HK, D, PAGE, S = 6, 2, 16, 4, 16
+    k, v = _rand(T, HK, D, g=g), _rand(T, HK, D, g=g)
+    ang = torch.rand(T, D // 2, generator=g)
+    slots = torch.randperm(S, generator=g)[:T].to(torch.int32)
+    slots[2] = -1  # a padding token: writes nothing
+    kc, vc = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
+    m.rope_store_kv(k, v, ang.cos(), ang.sin(), slots, kc, vc, PAGE=PAGE)
+    keep = slots >= 0
+    rk, rv = torch.zeros(S, HK, D), torch.zeros(S, HK, D)
+    rk[slots[keep].long()], rv[slots[keep].long()] = _rope_halves(k, ang.cos(), ang.sin())[keep], v[keep]
+    return torch.cat([kc.flatten(), vc.flatten()]), torch.cat([rk.flatten(), rv.flatten()])
+
+
+def _round_int8(v):
+    return torch.where(v >= 0, v + 0.5, v - 0.5).to(torch.int8)
+
+
+def _per_tensor_int8_quant(m, g):
+    x = _rand(3000, g=g)
+    y, s = m.quantize_per_tensor(x)
+    ref_s = x.abs().max() / 127.0
+    return torch.cat([y.float(), s]), torch.cat([_round_int8((x / ref_s).clamp(-127, 127)).float(), ref_s.reshape(1)])
+
+
+def _group_quant_fp8(m, g):
+    x = _rand(3, 256, g=g)
+    q, s = m.per_token_group_quant(x, 128)
+    # the scales exactly; the e4m3 values through their dequantized error (the interpreter's fp8 rounding is not exact)
+    ref_s = (x.view(3, 2, 128).abs().amax(-1).clamp(min=1e-10) / 448.0)
+    err = ((q.float().view(3, 2, 128) * s[..., None]) - x.view(3, 2, 128)).abs() <= x.view(3, 2, 128).abs() * 0.5 + 1e-3
+    return torch.cat([s.flatten(), err.float().flatten()]), torch.cat([ref_s.flatten(), torch.ones(3 * 256)])
+
+
+def _gptq_dequant_then_matmul(m, g):
+    M, K, N, G = 5, 64, 24, 32
+    q = torch.randint(0, 16, (K, N), generator=g, dtype=torch.int32)
+    packed = torch.zeros(K // 8, N, dtype=torch.int32)
+    for i in range(8):
+        packed |= q[i::8] << (4 * i)
+    scales = torch.rand(K // G, N, generator=g) / 8
+    x = _rand(M, K, g=g)
+    w = (q.float() - 8) * scales.repeat_interleave(G, 0)
+    return m.gptq_linear(x, packed, scales, G), x @ w
+
+
+def _softmax_router_topk(m, g):
+    logits = _rand(9, 40, g=g)
+    w, ids = m.gate(logits, 4)
+    rw, rids = torch.topk(torch.softmax(logits, -1), 4, -1)
+    return torch.cat([w, ids.float()]), torch.cat([rw / rw.sum(-1, keepdim=True), rids.float()])
+
+
+def _moe_token_gemv(m, g):
+    M, E, N, K, top_k = 6, 5, 40, 48, 2
+    ids = torch.stack([torch.randperm(E, generator=g)[:top_k] for _ in range(M)]).to(torch.int32)
+    x, w = _rand(M, K, g=g), _rand(E, N, K, g=g)
+    ref = torch.einsum("pk,pnk->pn", x.repeat_interleave(top_k, 0), w[ids.flatten().long()])
+    return m.moe_up(x, w, ids), ref
+
+
+def _retention_recurrent_no_state(m, g):
+    BH, T, DK, DV = 3, 9, 16, 8
+    q, k, v = _rand(BH, T, DK, g=g), _rand(BH, T, DK, g=g), _rand(BH, T, DV, g=g)
+    gamma = torch.rand(BH, generator=g) * 0.5 + 0.5
+    h, ref = torch.zeros(BH, DK, DV), []
+    for t in range(T):
+        h = h * gamma[:, None, None] + k[:, t, :, None] * v[:, t, None, :]
+        ref.append((h * q[:, t, :, None]).sum(1))
+    return m.retention(q, k, v, gamma), torch.stack(ref, 1)
+
+
+def _vocab_cross_entropy_per_row(m, g):
+    logits = _rand(3, 2000, g=g) * 3
+    labels = torch.randint(0, 2000, (3,), generator=g)
+    return m.cross_entropy(logits, labels), torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+
+
+def _silu_mul_then_group_quant(m, g):
+    gu = _rand(4, 2 * 200, g=g)
+    q, s = m.swiglu_quant(gu, 128)
+    gate, up = gu.chunk(2, -1)
+    h = torch.nn.functional.silu(gate) * up
+    ref_s = torch.stack([h[:, :128].abs().amax(-1), h[:, 128:].abs().amax(-1)], 1).clamp(min=1e-10) / 127.0
+    ref_q = _round_int8((h / ref_s.repeat_interleave(128, 1)[:, :200]).clamp(-127, 127))
+    return torch.cat([q.float().flatten(), s.flatten()]), torch.cat([ref_q.float().flatten(), ref_s.flatten()])
+
+
+def _grouped_lora_shrink(m, g):
+    lens = torch.tensor([5, 0, 19, 3])
+    seg = torch.nn.functional.pad(lens.cumsum(0), (1, 0)).to(torch.int32)
+    widx = torch.tensor([2, 0, 1, 2], dtype=torch.int32)
+    x, w = _rand(int(lens.sum()), 40, g=g), _rand(3, 8, 40, g=g)
+    ref = torch.cat([x[a:b] @ w[i].T for a, b, i in zip(seg[:-1].tolist(), seg[1:].tolist(), widx.tolist())])
+    return m.lora_shrink(x, w, seg, widx, int(lens.max())), ref
+
+
+
 RUNS = {
     "decode_attention_nosplit.py": _decode_attention_nosplit,
     "paged_decode_attention.py": _paged_decode_attention,
@@ -217,6 +386,23 @@ RUNS = {
     "gated_delta_decode_vtiled.py": _gated_delta_decode_vtiled,
     "gated_scan_token_loop.py": _gated_scan_token_loop,
     "host_pydll_wait.py": _host_pydll_wait,
+    # cases.attention_quant_moe.yaml
+    "causal_prefill_attention.py": _causal,
+    "causal_attention_diagonal.py": _causal_diagonal,
+    "padded_batch_mean_pool.py": _padded_batch_mean_pool,
+    "varlen_chunk_cumsum.py": _varlen_chunk_cumsum,
+    "gathered_kv_decode.py": _gathered_kv_decode,
+    "rope_then_cache_scatter.py": _rope_then_cache_scatter,
+    "fused_rope_kv_store.py": _fused_rope_kv_store,
+    "per_tensor_int8_quant.py": _per_tensor_int8_quant,
+    "group_quant_fp8.py": _group_quant_fp8,
+    "gptq_dequant_then_matmul.py": _gptq_dequant_then_matmul,
+    "softmax_router_topk.py": _softmax_router_topk,
+    "moe_token_gemv.py": _moe_token_gemv,
+    "retention_recurrent_no_state.py": _retention_recurrent_no_state,
+    "vocab_cross_entropy_per_row.py": _vocab_cross_entropy_per_row,
+    "silu_mul_then_group_quant.py": _silu_mul_then_group_quant,
+    "grouped_lora_shrink.py": _grouped_lora_shrink,
 }
 
 
@@ -288,7 +474,7 @@ def _k_norm(m, g):
     return m.k_norm(qkv, w, H, HKV).reshape(T, HKV, D), _rmsnorm_ref(k, w)
 
 
-def _rope(m, g):
+def _rope_host_upcast(m, g):
     T, H, D = 5, 3, 32
     x = _rand(T, H, D, g=g).to(torch.float16)
     ang = _rand(T, D // 2, g=g)
@@ -317,7 +503,7 @@ RUNS.update({
     "bias_act_dummy_zeros.py": _bias_silu,
     "logit_scale_item_readback.py": _softcap,
     "qk_norm_contiguous_copy.py": _k_norm,
-    "rope_host_upcast.py": _rope,
+    "rope_host_upcast.py": _rope_host_upcast,
     "gate_cumsum_chunked_scan.py": _gate_cumsum,
 })
 

@@ -230,7 +230,7 @@ def test_index_is_incremental_and_recovers_from_corruption(small_library, tmp_pa
 
 
 def test_library_snapshot_is_used_only_for_the_same_content(small_library, tmp_path, monkeypatch):
-    """suggest reads the validated library back from a pickle; any change to a pattern validates it again."""
+    """suggest reads the validated library back from a JSON snapshot; any change to a pattern validates it again."""
     import patterns.core.library as library
 
     cache = tmp_path / "libcache"
@@ -238,7 +238,7 @@ def test_library_snapshot_is_used_only_for_the_same_content(small_library, tmp_p
     monkeypatch.delenv("PATTERNS_NO_LIBRARY_CACHE", raising=False)
     library._load_cached.cache_clear()
     first = library.load_library(small_library)
-    assert len(list(cache.glob("*.pickle"))) == 1
+    assert len(list(cache.glob("*.json"))) == 1
     library._load_cached.cache_clear()
     with monkeypatch.context() as m:
         m.setattr(library, "load_pattern", lambda path: pytest.fail("validated again although unchanged"))
@@ -250,7 +250,7 @@ def test_library_snapshot_is_used_only_for_the_same_content(small_library, tmp_p
     y.write_text(y.read_text().replace(first[0].pattern.title, "Edited title", 1))
     library._load_cached.cache_clear()
     assert library.load_library(small_library)[0].pattern.title == "Edited title"
-    assert len(list(cache.glob("*.pickle"))) == 1
+    assert len(list(cache.glob("*.json"))) == 1
     # an invalid pattern is reported, whatever was cached before
     y.write_text(y.read_text() + "\nnot_a_field: 1\n")
     library._load_cached.cache_clear()
@@ -260,10 +260,23 @@ def test_library_snapshot_is_used_only_for_the_same_content(small_library, tmp_p
     y.write_text(y.read_text().replace("\nnot_a_field: 1\n", ""))
     library._load_cached.cache_clear()
     library.load_library(small_library)
-    (snap,) = cache.glob("*.pickle")
+    (snap,) = cache.glob("*.json")
     snap.write_bytes(b"garbage")
     library._load_cached.cache_clear()
     assert library.load_library(small_library)[0].pattern.title == "Edited title"
+    library._load_cached.cache_clear()
+    # a planted pickle in its place is data that does not parse: it runs nothing
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    snap.write_bytes(pickle.dumps(Payload()))
+    assert library.load_library(small_library)[0].pattern.title == "Edited title"
+    assert not marker.exists()
     library._load_cached.cache_clear()
 
 

@@ -54,6 +54,12 @@ def test_every_codemod_is_a_planned_codemod():
     assert not [name for name, cls in REWRITES.items() if not issubclass(cls, PlannedCodemod)]
 
 
+def test_no_codemod_lists_sample_kernels():
+    """Sample kernels are case files beside the pattern (rewriter/README.md), not ACCEPTS/REFUSES lists in code."""
+    listed = [name for name, cls in REWRITES.items() if hasattr(cls, "ACCEPTS") or hasattr(cls, "REFUSES")]
+    assert not listed, f"move these lists to patterns/library/<id>/cases/ (see rewriter/README.md): {listed}"
+
+
 def test_every_rewrite_has_a_refuse_case():
     """before.py -> after.py is every rewrite's first accept case; what it refuses is shown by a case."""
     refused = {c.pattern for c in CASES if c.refuse is not None}
@@ -114,6 +120,49 @@ def test_write_refuses_a_file_changed_since_analysis(tmp_path):
     with pytest.raises(RewriteError, match="changed since it was analysed"):
         write_candidate(cand, f)
     assert f.read_text().endswith("# edited meanwhile\n")
+
+
+def test_a_second_write_keeps_the_first_original(tmp_path):
+    f = tmp_path / "k.py"
+    original = TF32.joinpath("before.py").read_text()
+    f.write_text(original)
+    write_candidate(apply("tf32x3_dot_precision", original, str(f)).candidate, f)
+    # the user goes back to an edited copy of the original and rewrites it again: FILE.orig still holds the first
+    edited = original + "\n# edited\n"
+    f.write_text(edited)
+    cand = apply("tf32x3_dot_precision", edited, str(f)).candidate
+    assert write_candidate(cand, f) == tmp_path / "k.py.orig"
+    assert (tmp_path / "k.py.orig").read_text() == original
+
+
+def test_two_writers_in_the_check_to_write_window_lose_no_rewrite(tmp_path):
+    import fcntl
+    import threading
+
+    f = tmp_path / "k.py"
+    f.write_text(TF32.joinpath("before.py").read_text())
+    first = apply("tf32x3_dot_precision", f.read_text(), str(f)).candidate
+    second = apply("tf32x3_dot_precision", f.read_text(), str(f)).candidate
+    outcome = {}
+    with open(f, "rb") as held:  # the first writer holds the file's lock, inside its window
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        def other():
+            try:
+                write_candidate(second, f)
+                outcome["second"] = "wrote"
+            except RewriteError as e:
+                outcome["second"] = str(e)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(timeout=1.0)
+        assert t.is_alive()  # waits for the lock instead of writing
+        f.write_text(first.source)  # the first writer's rewrite lands
+        fcntl.flock(held, fcntl.LOCK_UN)
+    t.join(timeout=30)
+    assert "changed since it was analysed" in outcome["second"]
+    assert f.read_text() == first.source
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,18 @@ def main(argv: list[str]) -> int:
             f = f.f_back
         return False
 
+    # Standard-library code that reads a frame for its own bookkeeping and hands back no
+    # frame: typing.TypeVar/NamedTuple and enum (the caller's module name), warnings
+    # (stacklevel), logging's findCaller. Widely used libraries (FLA, SGLang) define
+    # TypeVars at import; counting those as frame access rejects honest code. The
+    # functions that return frames to their caller (inspect.currentframe/stack,
+    # traceback.walk_stack, logging.currentframe, a lambda) still count.
+    FRAME_GIVERS = {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "walk_stack",
+                    "extract_stack", "format_stack", "print_stack", "<lambda>"}
+
+    def stdlib_bookkeeping(caller) -> bool:
+        return in_stdlib(caller.f_code.co_filename) and caller.f_code.co_name not in FRAME_GIVERS
+
     WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
     PROCESS = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen", "pty.spawn")
     PATH_WRITES = ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link", "os.truncate", "os.chmod", "os.chown", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.utime")
@@ -119,7 +131,7 @@ def main(argv: list[str]) -> int:
                 if event.startswith("ctypes."):
                     who = culprit()
                     finding = ("ctypes", f"uses ctypes ({event}, {who})") if who else None
-                elif event in ("sys._getframe", "sys._current_frames") or (event == "object.__getattr__" and len(args) > 1 and args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")):
+                elif (event in ("sys._getframe", "sys._current_frames") and not stdlib_bookkeeping(sys._getframe(1))) or (event == "object.__getattr__" and len(args) > 1 and args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")):
                     who = culprit()
                     finding = ("frame access", f"reads the caller's frames ({event if event != 'object.__getattr__' else args[1]}, {who})") if who else None
                 elif event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
@@ -127,8 +139,9 @@ def main(argv: list[str]) -> int:
                     finding = ("introspection", f"searches the process's objects ({event}, {who})") if who else None
                 elif event == "import" and args and args[0] in state["forbidden_imports"]:
                     who = culprit()
-                    finding = ("reference", f"imports the op's reference ({args[0]}, {who})") if who else None
-                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__"):
+                    finding = ("reference", f"imports {args[0]} (the op's reference or spec, or the gate; {who})") if who else None
+                elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__") \
+                        and not stdlib_bookkeeping(sys._getframe(1)):  # namedtuple sets its new __new__'s defaults (a NamedTuple with defaults)
                     who = culprit()
                     finding = ("patching", f"replaces {getattr(args[0], '__qualname__', '?')}.{args[1]}") if who else None
             if finding:
@@ -321,8 +334,13 @@ def main(argv: list[str]) -> int:
             "threads": obs.threads, "streams": obs.streams, "patched": obs.patched, "calls": obs.calls,
         }
 
-    def fresh(role: str, rets: tuple) -> None:
-        """A later call must not change an earlier result, nor return the earlier result's memory."""
+    def fresh(role: str, rets: tuple, args: dict) -> None:
+        """A later call must not change an earlier result, nor return the earlier result's memory.
+        An output in the memory of one of this call's own inputs (an in-place state update
+        returned to the caller, as FLA's recurrent kernels do) is the caller's tensor, not a
+        buffer of the candidate's: it is left out."""
+        own = {a.untyped_storage().data_ptr() for a in args.values() if isinstance(a, Tensor) and a.numel()}
+        rets = tuple(r for r in rets if not (isinstance(r, Tensor) and r.numel() and r.untyped_storage().data_ptr() in own))
         for out, copy in kept.get(role, []):
             if not torch.equal(out.nan_to_num(0.5), copy.nan_to_num(0.5)) or not torch.equal(out.isnan(), copy.isnan()):
                 report("stale output", "a later call changed an earlier call's output (outputs are views of a buffer it reuses)")
@@ -336,6 +354,7 @@ def main(argv: list[str]) -> int:
         state["forbidden_imports"].update(req.get("forbidden_imports", []))
         path = os.path.realpath(req["path"])
         state["untrusted"].add(path)
+        monitor.UNTRUSTED.update({path, req["path"]})
         obs = Observed()
         snap = module_snapshot()
         with watch(obs):
@@ -372,7 +391,7 @@ def main(argv: list[str]) -> int:
         rets = None if ret is None else tuple(ret) if isinstance(ret, (tuple, list)) else (ret,)
         for i, r in enumerate(rets or ()):
             plain(r, f"output {i}")
-        fresh(req["role"], rets or ())
+        fresh(req["role"], rets or (), args)
         tsave({"ret": rets, "args": args}, req["out"])
         return {"observed": observed(obs) if obs is not None else None}
 

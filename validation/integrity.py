@@ -35,6 +35,7 @@ from patterns.validation.runner import (
     collect,
     first_mismatch,
     shape_label,
+    tolerances,
 )
 from patterns.core.opspec import Inputs, OpSpec, Tolerance
 from patterns.validation.static import ALLOWED_TORCH, limit_names, static_checks
@@ -77,12 +78,119 @@ def check_integrity(
         other = spec.make_inputs(dict(shape), dtype, seed + 1000, device)
         probes.append(_cache_probe(spec, candidate, reference, inputs, other, tol, device, label, cand_obs))
         probes += _perturbation(spec, candidate, reference, inputs, want, tol, device, label, cand_obs)
+        probes.append(_memo_probe(spec, baseline, candidate, inputs, device, label))
+        probes.append(_fresh_shape(spec, baseline, candidate, reference, dtype, device))
+        probes += _non_default_args(spec, baseline, candidate, reference, inputs, dtype, device, label)
+        probes.append(_launch_inputs(spec, base_obs, cand_obs))
     except Exception as e:  # noqa: BLE001 - a crash is a local failure, not a gate crash
         probes.append(CheckResult(name="runtime", layer="integrity", passed=False, reason=f"integrity: candidate raised {type(e).__name__}: {e} ({label})", shape={**shape, "dtype": dtype}))
     checks += _monitor(spec, base_obs, cand_obs, imported, label)
     for c in probes:
         c.shape = c.shape or {**shape, "dtype": dtype}
     return checks + probes
+
+
+# -- what the candidate cannot see coming -----------------------------------------------------
+
+
+def _memo_probe(spec: OpSpec, baseline: Impl, candidate: Impl, inputs: Inputs, device: str, label: str) -> CheckResult:
+    """The same inputs twice: a call that launches fewer kernels the second time (and the baseline
+    does not) returned a memoised result, which is what the timed runs, all on one input, would time."""
+    counts = {}
+    for impl in (baseline, candidate):
+        per_call = []
+        for _ in range(2):
+            obs = Observed()
+            call(spec, impl, inputs, device, observe=obs)
+            per_call.append(len(obs.launches))
+        counts[impl.role] = per_call
+    (b1, b2), (c1, c2) = counts["baseline"], counts["candidate"]
+    if (c2 < c1 and b2 >= b1) or (c2 == 0 and b2 > 0):  # an earlier probe may have filled the memo already
+        return _fail("memoisation", f"integrity: result memoised (the same inputs again: {c2} launch(es) instead of {c1}; {label})")
+    return CheckResult(name="memoisation", layer="integrity", passed=True, reason="integrity: a repeated call launches its kernels again", details=counts)
+
+
+def _fresh_shape(spec: OpSpec, baseline: Impl, candidate: Impl, reference: Callable[..., Any], dtype: str, device: str) -> CheckResult:
+    """A shape drawn now, each size within the range the spec's grid spans (odd where it can be):
+    a candidate correct only on the declared shapes fails here. A draw the baseline cannot run, or
+    gets wrong, is not the candidate's fault: another is drawn (up to 8)."""
+    import random
+
+    rng = random.Random()  # unseeded: fresh every validation
+    names = list(spec.shapes[0])
+    # the grid's range of each size, widened by half on each side (a one-shape grid still varies)
+    spans = {n: (max(1, lo - lo // 2), hi + hi // 2) for n in names for lo, hi in [(min(s[n] for s in spec.shapes), max(s[n] for s in spec.shapes))]}
+    for _ in range(8):
+        base = dict(rng.choice(spec.shapes))
+        # every size that can change does, to a value none of the grid's shapes has
+        shape = {}
+        for (n, (lo, hi)), v in zip(spans.items(), base.values()):
+            taken = {s[n] for s in spec.shapes}
+            choices = [x for x in range(lo, hi + 1) if x not in taken and (x % 2 or hi - lo < 4)]
+            shape[n] = rng.choice(choices) if choices else v
+        shape = {n: min(max(v, spans[n][0]), spans[n][1]) for n, v in shape.items()}
+        if shape in [dict(s) for s in spec.shapes]:
+            continue
+        try:
+            inputs = spec.make_inputs(dict(shape), dtype, rng.randrange(1 << 30), device)
+            want = call_reference(spec, reference, inputs)
+            per_output = tolerances(spec, want, dtype)
+            got_b, _ = call(spec, baseline, inputs, device)
+            if first_mismatch(got_b, want, per_output) is not None:
+                continue
+        except Exception:  # noqa: BLE001 - the op does not take this shape
+            continue
+        label = shape_label(shape, dtype)
+        try:
+            got, _ = call(spec, candidate, inputs, device)
+            bad = first_mismatch(got, want, per_output)
+        except Exception as e:  # noqa: BLE001
+            return CheckResult(name="fresh shape", layer="integrity", passed=False, reason=f"integrity: fails at a shape drawn now (raised {type(e).__name__}: {e}; {label})", shape={**shape, "dtype": dtype})
+        if bad is not None:
+            return CheckResult(name="fresh shape", layer="integrity", passed=False, reason=f"integrity: wrong at a shape drawn now, beside the spec's grid ({bad.describe()}; {label})", shape={**shape, "dtype": dtype})
+        return CheckResult(name="fresh shape", layer="integrity", passed=True, reason=f"integrity: right at a shape drawn now ({label})", shape={**shape, "dtype": dtype})
+    return CheckResult(name="fresh shape", layer="integrity", passed=None, reason="integrity: fresh shape not run (no shape drawn within the grid's ranges that the baseline runs right)")
+
+
+def _non_default_args(
+    spec: OpSpec, baseline: Impl, candidate: Impl, reference: Callable[..., Any], inputs: Inputs, dtype: str, device: str, label: str
+) -> list[CheckResult]:
+    """Each optional float argument of the launcher that the reference also takes, at another value
+    than its default (only defaults are otherwise passed): an ignored argument fails here."""
+    import ast
+    import inspect
+
+    try:
+        ref_params = inspect.signature(reference).parameters
+    except (TypeError, ValueError):
+        return []
+    tree = ast.parse(baseline.source)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == baseline.launcher_name), None)
+    if fn is None:
+        return []
+    args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):]
+    checks = []
+    for arg in args:
+        if arg.arg in inputs or arg.arg not in ref_params or not (isinstance(arg.annotation, ast.AST) and "float" in ast.unparse(arg.annotation)):
+            continue
+        value = 0.37  # not a default anyone picks
+        changed = {**inputs, arg.arg: value}
+        want = call_reference(spec, reference, changed)
+        got, _ = call(spec, candidate, changed, device)
+        bad = first_mismatch(got, want, tolerances(spec, want, dtype))
+        reason = f"integrity: ignores argument {arg.arg} (wrong with {arg.arg}={value}: {bad.describe()}; {label})" if bad else f"integrity: follows argument {arg.arg}"
+        checks.append(CheckResult(name=f"argument {arg.arg}", layer="integrity", passed=bad is None, reason=reason))
+    return checks
+
+
+def _launch_inputs(spec: OpSpec, base: Observed, cand: Observed) -> CheckResult:
+    """The inputs the baseline's kernels read directly must reach one of the candidate's kernels:
+    a kernel that only copies a result computed elsewhere is given none of them."""
+    given = lambda obs: {n for launch in obs.launches for n in launch.inputs}  # noqa: E731
+    missing = sorted(given(base) - given(cand))
+    if cand.launches and missing:
+        return _fail("kernel inputs", f"integrity: inputs {', '.join(missing)} never reach a Triton kernel (the baseline's kernels read them; the result is computed elsewhere)")
+    return CheckResult(name="kernel inputs", layer="integrity", passed=True, reason="integrity: the kernels are given the inputs the baseline's kernels read")
 
 
 # -- what the monitor saw ------------------------------------------------------------------
@@ -181,6 +289,14 @@ def _unwritten(spec: OpSpec, impl: Impl, inputs: Inputs, want: Result, device: s
                 "unwritten output",
                 f"integrity: reads uninitialised memory ({name}{idx} = {float(a[tuple(idx)]):.6g} with NaN-filled buffers, {float(b[tuple(idx)]):.6g} with {POISON:g}-filled; {label})",
             )
+    # a third fill drawn now: a kernel that branches on the poison values it finds is wrong here
+    import random
+
+    fill = round(random.uniform(-900.0, 900.0), 3)
+    third, _ = call(spec, impl, inputs, device, fill=fill, observe=obs)
+    bad = first_mismatch(third, want, tolerances(spec, want, label.split(" ")[0]))
+    if bad is not None:
+        return _fail("unwritten output", f"integrity: output depends on what its buffer held before (with outputs filled with {fill:g}: {bad.describe()}; {label})")
     return CheckResult(name="unwritten output", layer="integrity", passed=True, reason="integrity: every output element written, none read before written")
 
 

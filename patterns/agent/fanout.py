@@ -95,8 +95,9 @@ def connect(address: str) -> None:
             ray.init(include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=address, log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise FanoutError(f"--ray {address}: cannot join the Ray cluster: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # ConnectionError, Ray's AuthenticationError, a malformed address: all one line for the user
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise FanoutError(f"--ray {address}: cannot join the Ray cluster: {first}") from None
 
 
 def task_options(device: str, resource: tuple[str, float] | None) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
     python -m patterns.agent.fanout_bench --out evidence/fanout                # CPU: interpreter, custom resource
     python -m patterns.agent.fanout_bench --device cuda --workers 1 --out DIR  # one GPU: num_gpus=1 per task
+    PATTERNS_INDEX_DIR=.gpuindex python -m patterns.agent.fanout_bench --plan-only --device cuda  # a GPU box's index
 
 Every configuration runs the same targets from a fresh agent home, so each validates the same
 candidates (checked: the attempts' outcomes equal the plain run's). A Ray configuration starts
@@ -184,13 +185,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--plan-only", action="store_true",
                     help="only make the targets' plans (caching their query embeddings in the index: PATTERNS_INDEX_DIR), for a machine without the model")
     ap.add_argument("--max-steps", type=int, default=5)
-    ap.add_argument("--out", type=Path, required=True, help="folder for bench.json and bench.md")
+    ap.add_argument("--out", type=Path, help="folder for bench.json and bench.md")
     args = ap.parse_args(argv)
     if args.shapes is None and args.device == "cpu":
         args.shapes = 1
     if args.plan_only:
         plan_only(args)
         return
+    if args.out is None:
+        ap.error("--out is required")
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     from patterns.agent.loop import prepare_device

@@ -23,7 +23,13 @@ __all__ = ["LLMConfig", "LLMRejected", "load_config", "ask_hypothesis", "ask_pat
 
 # what a patched kernel file may import and call: the kernel's own world, nothing that reaches the system
 ALLOWED_IMPORTS = {"torch", "triton", "math", "typing", "__future__", "functools"}
-FORBIDDEN_CALLS = {"eval", "exec", "compile", "open", "__import__", "globals", "locals", "setattr", "delattr", "breakpoint", "input", "getattr"}
+FORBIDDEN_CALLS = {
+    "eval", "exec", "compile", "open", "__import__", "globals", "locals", "setattr", "delattr", "breakpoint", "input", "getattr",
+    "vars", "dir",  # vars(torch)[...] = ... patches a module through its dictionary
+}
+# attributes that reach past the kernel's world: a module re-exported by torch (torch.os.system),
+# torch's C bindings (torch._C: dispatch switches), any dunder (__dict__, __globals__, __subclasses__)
+FORBIDDEN_ATTRIBUTES = {"_C", "_dynamo", "_ops", "_library", "_utils_internal"}
 FORBIDDEN_MODULES = {"os", "sys", "subprocess", "shutil", "socket", "ctypes", "importlib", "builtins", "pathlib"}
 MAX_SOURCE = 100_000
 
@@ -127,6 +133,10 @@ def check_patch(raw: str, pattern: Pattern, original: str, path: str, launcher: 
             raise LLMRejected(f"patch calls {node.func.id}() (line {node.lineno})")
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_MODULES:
             raise LLMRejected(f"patch uses {node.id} (line {node.lineno})")
+        elif isinstance(node, ast.Attribute) and (
+            node.attr in FORBIDDEN_MODULES or node.attr in FORBIDDEN_ATTRIBUTES or (node.attr.startswith("__") and node.attr.endswith("__"))
+        ):
+            raise LLMRejected(f"patch uses .{node.attr} (line {node.lineno})")
     if not any(isinstance(n, ast.FunctionDef) and n.name == launcher for n in tree.body):
         raise LLMRejected(f"patch has no top-level launcher '{launcher}'")
     if new == original:

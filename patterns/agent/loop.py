@@ -165,16 +165,16 @@ def prepare_device(device: str) -> str:
 
 
 def _is_spec_file(path: Path) -> bool:
-    """A spec.py (or any file assigning SPEC at top level), as opposed to a kernel file."""
-    import ast
+    """A spec.py (or any file assigning SPEC at top level, even one that no longer parses: loading it
+    then names its syntax error), as opposed to a kernel file."""
+    import re
 
     if path.name == "spec.py":
         return True
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
+        return re.search(r"^SPEC\s*[:=]", path.read_text(encoding="utf-8"), re.MULTILINE) is not None
+    except (OSError, UnicodeDecodeError):
         return False
-    return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in n.targets) for n in tree.body)
 
 
 def resolve_target(target: str, op: str | None = None) -> tuple[str, Path]:
@@ -274,6 +274,8 @@ def _dtypes(spec) -> tuple[str, dict[str, str]]:
     inputs = spec.make_inputs(dict(spec.shapes[0]), dtype, 0, "cpu")
     overrides = {}
     for name, value in inputs.items():
+        if name in spec.scratch:  # working memory, not the op's data
+            continue
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             kind = str(value.dtype).removeprefix("torch.")
             if kind != dtype:
@@ -390,6 +392,14 @@ class Agent:
         self.ahead = False  # set by a driver that validates ahead of the loop (patterns.agent.fanout)
         self.spec, self.launcher, self.grid = _gate_spec(cfg.op, cfg.target, cfg.shapes)
         self.name = self.spec.name  # folders and ids: the op key may be a spec's path
+        if cfg.op != self.name:
+            # a user's spec: reference and launcher must fit before a plan is made on them (child process)
+            from patterns.specinit import SpecError, probe
+
+            try:
+                probe(Path(cfg.op), cfg.target, device=self.device)
+            except SpecError as exc:
+                raise AgentError(str(exc)) from None
         self.llm = load_config()
         try:
             cfg.sm  # an unknown --arch fails here, in one line

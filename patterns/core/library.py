@@ -10,8 +10,8 @@ Every problem is reported as one line `file: field: problem`.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import pickle
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -107,15 +107,26 @@ def _load_cached(root: str, stamp: tuple) -> tuple[Entry, ...]:
     snapshot = _snapshot_file(root, folders)
     if snapshot is not None and snapshot.exists():
         try:
-            return pickle.loads(snapshot.read_bytes())
-        except Exception:  # corrupt or from other code: validate again
+            return _from_snapshot(snapshot.read_text(), folders)
+        except Exception:  # corrupt, planted or from other code: validate again
             pass
     entries = _validate_all(folders)
     if snapshot is not None:
-        write_atomic(snapshot, pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
-        for old in snapshot.parent.glob(snapshot.name.split("-")[0] + "-*.pickle"):
-            if old != snapshot:
+        data = [{"folder": str(e.folder), "pattern": e.pattern.model_dump(mode="json", by_alias=True)} for e in entries]
+        write_atomic(snapshot, json.dumps({"format": 1, "entries": data}))
+        for old in snapshot.parent.glob(snapshot.name.split("-")[0] + "-*"):
+            if old != snapshot and old.suffix in (".json", ".pickle"):
                 old.unlink(missing_ok=True)
+    return entries
+
+
+def _from_snapshot(text: str, folders: list[Path]) -> tuple[Entry, ...]:
+    """A snapshot is data, never code: JSON, each pattern checked by its schema again (fast; the
+    slow part of loading is YAML and the checks across files), its folders exactly the library's."""
+    data = json.loads(text)
+    entries = tuple(Entry(Pattern.model_validate(d["pattern"]), Path(d["folder"])) for d in data["entries"])
+    if sorted(str(e.folder) for e in entries) != sorted(str(f) for f in folders):
+        raise ValueError("snapshot of another library")
     return entries
 
 
@@ -132,7 +143,7 @@ _SOURCES = _source_digest()
 
 
 def _code_digest() -> str:
-    """What a pickled library depends on: those sources, and the Python and pydantic that pickled it."""
+    """What a library snapshot depends on: those sources, and the Python and pydantic that wrote it."""
     return hashlib.sha256(f"{sys.version}\0{pydantic.VERSION}\0{_SOURCES}".encode()).hexdigest()
 
 
@@ -151,7 +162,8 @@ def _snapshot_file(root: str, folders: list[Path]) -> Path | None:
     Parsing and validating every pattern.yaml dominates the start-up of
     `patterns suggest`; a library already validated with the same pattern
     files, the same schema and predicate code, and the same pydantic is read
-    back from a pickle instead. Any change gives a new name, so full validation.
+    back from a JSON snapshot instead (data, not a pickle: a planted file cannot run code).
+    Any change gives a new name, so full validation.
     """
     if os.environ.get("PATTERNS_NO_LIBRARY_CACHE"):
         return None
@@ -164,7 +176,7 @@ def _snapshot_file(root: str, folders: list[Path]) -> Path | None:
     from platformdirs import user_cache_dir
 
     where = Path(os.environ.get("PATTERNS_LIBRARY_CACHE") or Path(user_cache_dir("patterns")) / "library")
-    return where / f"{hashlib.sha256(root.encode()).hexdigest()[:12]}-{h.hexdigest()[:32]}.pickle"
+    return where / f"{hashlib.sha256(root.encode()).hexdigest()[:12]}-{h.hexdigest()[:32]}.json"
 
 
 def _validate_all(folders: list[Path]) -> tuple[Entry, ...]:

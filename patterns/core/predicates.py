@@ -1413,6 +1413,7 @@ def _normalised_by_sum(k: KernelFacts, line: int) -> bool:
     """The exp assigned on `line` is divided by, or logged through, a tl.sum of itself (softmax, log-sum-exp)."""
     made = [v for v, (ln, _) in k.assigns.items() if ln == line]
     texts = [t for _, t in k.assigns.values()] + [a for c in k.calls for a in c.args]
+    texts += [e.partition(":")[2] for exprs in k.accumulates.values() for e in exprs]
     for v in made:
         of_v = rf"tl\.sum\(\s*{re.escape(v)}\b"
         sums = {w for w, (_, t) in k.assigns.items() if re.search(of_v, t)}
@@ -1997,3 +1998,63 @@ def partial_row_stats(s: Subject) -> Verdict:
     if a and b:
         return Verdict(ok=True, lines=sorted({a.line, b.line}), reasons=[f"partial max and sum-exp stored per (row, split) (lines {a.line}, {b.line})"])
     return Verdict(ok=False, reasons=["no partial max and sum-exp stored per program pair"])
+
+
+
+def _int64_names(k: KernelFacts) -> set[str]:
+    """Variables holding int64 values: cast with .to(tl.int64), or computed from one that is."""
+    wide: set[str] = set()
+    for _ in range(4):  # through a few levels of assignments
+        for var, (_, text) in k.assigns.items():
+            if "int64" in text or any(re.search(rf"\b{re.escape(w)}\b", text) for w in wide):
+                wide.add(var)
+    return wide
+
+
+def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4) -> list[str]:
+    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value."""
+    tree = _parse(text)
+    if tree is None:
+        return []
+    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
+    pids = {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
+            and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+
+    def narrow_pid(node: ast.expr) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in pids:
+                return True
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.program_id" and "int64" not in ast.unparse(node):
+                return True
+        return False
+
+    def reads_runtime(node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in runtime for n in ast.walk(node))
+
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            if (narrow_pid(n.left) and reads_runtime(n.right)) or (narrow_pid(n.right) and reads_runtime(n.left)):
+                out.append(ast.unparse(n))
+        elif isinstance(n, ast.Name) and depth and n.id in k.assigns and n.id not in pids:
+            # through the assignment, even of an int64 value: `(i_b * T + i_t) * H + i_h` multiplies in int32
+            # before the int64 i_h joins
+            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1)
+    return out
+
+
+@predicate()
+def int32_pid_offsets(s: Subject, *, min_count: int = 1) -> Verdict:
+    """A load or store address multiplies a program id that is still int32 by a runtime value (`i_b * T * D`,
+    `pid * stride`): past 2^31 elements the product wraps and the address goes negative. Program ids cast with
+    `.to(tl.int64)`, and values computed from them, are int64."""
+    k = _kernel(s)
+    wide = _int64_names(k)
+    runtime = {p.name for p in k.params if not p.constexpr}
+    hits = []
+    for c in k.calls:
+        if c.name in ("tl.load", "tl.store") or c.name.startswith("tl.atomic_"):
+            address = c.args[0] if c.args else c.kwargs.get("pointer", "")
+            if _int32_pid_products(k, address, wide, runtime):
+                hits.append(c)
+    return _hit(hits, "address with an int32 program id times a runtime stride", min_count)

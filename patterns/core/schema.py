@@ -187,7 +187,7 @@ class Transformation(StrictModel):
 
 
 class UpstreamLocation(StrictModel):
-    project: Literal["sglang", "fla", "deepgemm"]
+    project: Literal["sglang", "fla", "deepgemm", "deepep"]
     version: str
     path: str = Field(description="path inside the upstream wheel, e.g. fla/ops/kda/fused_recurrent.py")
     symbol: str

@@ -4,7 +4,7 @@ A generated spec.py (see the README, "Your own kernel") declares each argument
 of the launcher once, in `ARGS`:
 
     ARGS = {
-        "x": Tensor("N", "D"),                   # a tensor of the activation dtype
+        "x": Tensor("N", "D"),                   # a tensor of the activation dtype ("H*K": a product)
         "weight": Tensor("D", dtype="float32"),  # a tensor of a fixed dtype
         "eps": 1e-6,                             # any other value: passed as is
     }
@@ -22,6 +22,7 @@ parameter set to each count, compared with the reference on the whole input.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -54,7 +55,8 @@ class Tensor:
         object.__setattr__(self, "positive", positive)
 
     def size(self, shape: Shape) -> tuple[int, ...]:
-        return tuple(d if isinstance(d, int) else shape[d] for d in self.dims)
+        """The sizes at `shape`: a dimension is an int, a name, or a product of them ("HV*K")."""
+        return tuple(d if isinstance(d, int) else math.prod(int(f) if f.isdigit() else shape[f] for f in d.split("*")) for d in self.dims)
 
 
 def inputs_from(args: dict[str, Any]) -> Callable[[Shape, str, int, str], Inputs]:

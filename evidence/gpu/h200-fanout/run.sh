@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #18 on one H200: the agent over three ops (matmul, rmsnorm_gate, kda_decode; --max-steps 4) run twice from
+# Issue #18 on one H200: the agent over three ops (matmul, rmsnorm_gate, kda_decode; --max-steps 3) run twice from
 # fresh homes and cold Triton caches: plain (validations one after another in the agent's process) and fanned out
 # as Ray tasks on a Ray head started here with the one GPU (each task asks for num_gpus=1, so one at a time):
 # the same candidates and verdicts, the wall time of each, and each task's time from submission to result.
@@ -18,10 +18,11 @@
 #              (the first eight: patterns; the rest: ray 2.60.0's requirements)
 #   .gpuindex/ the library index with the three plans' query embeddings cached (the machine has neither chromadb nor
 #              the embedding model), built here in the repository root with
-#       PATTERNS_INDEX_DIR=.gpuindex python -m patterns.agent.fanout_bench --plan-only matmul rmsnorm_gate kda_decode
+#       PATTERNS_INDEX_DIR=.gpuindex python -m patterns.agent.fanout_bench --plan-only --device cuda --targets matmul rmsnorm_gate kda_decode
+#              (1.6 MB; the plans are made for --arch h200 whatever the device, so the GPU run asks the same queries)
 # then:
 #     OUT=/path/to/results bash evidence/gpu/h200-fanout/run.sh
-# It stays under 9 minutes (LIMIT_S) and writes to $OUT: bench.json, bench.md (rewritten after each configuration),
+# It stays under 9.5 minutes (LIMIT_S) and writes to $OUT: bench.json, bench.md (rewritten after each configuration),
 # run.log and gpu.txt. Back here: copy bench.json, bench.md and gpu.txt into evidence/gpu/h200-fanout/.
 #
 # The same path on a CPU (interpreter, a custom resource instead of the GPU):
@@ -47,7 +48,7 @@ DEVICE=${DEVICE:-cuda}
   git rev-parse HEAD 2>/dev/null
   python3 -c 'import torch, triton, ray; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda, "ray", ray.__version__)'
   nproc; } > "$OUT/gpu.txt" 2>&1
-timeout "${LIMIT_S:-540}" python3 -m patterns.agent.fanout_bench --device "$DEVICE" --workers "${WORKERS:-1}" \
-    --targets ${TARGETS:-matmul rmsnorm_gate kda_decode} --max-steps "${MAX_STEPS:-4}" ${SHAPES:+--shapes $SHAPES} \
+timeout "${LIMIT_S:-560}" python3 -m patterns.agent.fanout_bench --device "$DEVICE" --workers "${WORKERS:-1}" \
+    --targets ${TARGETS:-matmul rmsnorm_gate kda_decode} --max-steps "${MAX_STEPS:-3}" ${SHAPES:+--shapes $SHAPES} \
     --out "$OUT" 2>&1 | tee "$OUT/run.log"
 echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/run.log"

@@ -1,8 +1,9 @@
 """Scale an activation by a learned scalar gate: y = x * sigmoid(alpha).
 
-alpha stays on the device: the kernel loads it through its pointer, so the
-launch queues without waiting for the GPU and a CUDA graph replays with
-whatever value the tensor holds at replay.
+alpha is a one-element device tensor (a parameter, or a value another kernel
+computed). Read back with .item() to pass a Python float, it makes the host
+wait for the GPU on every call, and a CUDA graph would freeze the value seen
+at capture; passed as a pointer, the kernel loads it.
 """
 import torch
 import triton
@@ -11,11 +12,11 @@ import triton.language as tl
 
 @triton.jit
 def gate_scale_kernel(x, y, alpha, n, BLOCK: tl.constexpr):
+    alpha_val = tl.load(alpha)
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = o < n
     b_x = tl.load(x + o, mask=m, other=0.0).to(tl.float32)
-    b_alpha = tl.load(alpha).to(tl.float32)
-    tl.store(y + o, b_x * tl.sigmoid(b_alpha), mask=m)
+    tl.store(y + o, b_x * tl.sigmoid(alpha_val), mask=m)
 
 
 def gate_scale(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:

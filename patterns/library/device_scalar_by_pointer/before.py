@@ -1,9 +1,9 @@
 """Scale an activation by a learned scalar gate: y = x * sigmoid(alpha).
 
 alpha is a one-element device tensor (a parameter, or a value another kernel
-computed). The launcher reads it back with .item() to pass a Python float:
-the host waits for the GPU on every call, and a CUDA graph would freeze the
-value seen at capture.
+computed). Read back with .item() to pass a Python float, it makes the host
+wait for the GPU on every call, and a CUDA graph would freeze the value seen
+at capture; passed as a pointer, the kernel loads it.
 """
 import torch
 import triton

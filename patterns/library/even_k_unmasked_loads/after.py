@@ -1,8 +1,8 @@
 """Matrix-vector product y = W x for a decode step (W: [N, K], one token).
 
-EVEN_K (K divisible by BK, derived by @triton.heuristics) compiles a variant
-whose K loop loads without the tail mask; the row mask stays. Any other K
-takes the masked variant.
+Each program takes BN rows of W and walks K in BK-wide tiles. Whether each
+tile's loads check `k < K` for the tail, even when K is a multiple of BK and
+no tile has one, decides whether they can be full-width vector loads.
 """
 import torch
 import triton

@@ -1,8 +1,8 @@
 """Matrix-vector product y = W x for a decode step (W: [N, K], one token).
 
-Each program takes BN rows of W and walks K in BK-wide tiles. Every tile's
-loads check `k < K` for the tail, even when K is a multiple of BK and no tile
-has a tail.
+Each program takes BN rows of W and walks K in BK-wide tiles. Whether each
+tile's loads check `k < K` for the tail, even when K is a multiple of BK and
+no tile has one, decides whether they can be full-width vector loads.
 """
 import torch
 import triton

@@ -2,7 +2,7 @@
 
 k, v are [T, H, D] (the step's tokens); slot_mapping[t] is the cache slot of
 token t. A kernel rotates k into a temporary [T, H, D] tensor, and the
-launcher scatters it and v into the cache slots with two index_put copies.
+launcher scatters it and v into the cache slots with two index_copy_ calls.
 """
 import torch
 import triton
@@ -26,6 +26,6 @@ def rope_and_cache(k, v, cos, sin, slot_mapping, k_cache, v_cache):
     k_rot = torch.empty_like(k)
     rope_fwd_kernel[(T, H)](k, cos, sin, k_rot, H, D=D)
     # the rotated keys make a round trip through memory before the scatter
-    k_cache[slot_mapping.long()] = k_rot
-    v_cache[slot_mapping.long()] = v
+    k_cache.index_copy_(0, slot_mapping.long(), k_rot)
+    v_cache.index_copy_(0, slot_mapping.long(), v)
     return k_cache, v_cache

@@ -1,8 +1,8 @@
-"""Row softmax with the whole row in one block: p = exp(x - max x) / sum(exp(x - max x)).
+"""Row softmax with the whole row in one block: p = exp(x) / sum(exp(x)).
 
-Subtracting the row max before exp leaves the result unchanged mathematically
-and keeps every exponent <= 0: no overflow, and the largest term is exactly 1,
-so the denominator is at least 1.
+Unless the exponent is shifted by the row max, fp32 exp overflows to inf above
+x ≈ 88.7 (inf / inf is NaN) and very negative rows underflow to a zero
+denominator.
 """
 import torch
 import triton

@@ -1,7 +1,8 @@
 """Row softmax with the whole row in one block: p = exp(x) / sum(exp(x)).
 
-The exponent is the raw logit: fp32 exp overflows to inf above x ≈ 88.7, and
-inf / inf is NaN; large negative rows underflow to a zero denominator.
+Unless the exponent is shifted by the row max, fp32 exp overflows to inf above
+x ≈ 88.7 (inf / inf is NaN) and very negative rows underflow to a zero
+denominator.
 """
 import torch
 import triton

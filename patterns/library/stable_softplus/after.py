@@ -1,8 +1,8 @@
 """Decay gate of a gated linear-attention layer (Mamba2 / KDA style):
 g = -exp(A_log) * softplus(x + dt_bias), with softplus(z) = log(1 + exp(z)).
 
-softplus returns z itself from z = 20 on, where log(1 + exp(z)) equals z to
-fp32 precision: the inf that exp gives for z > 88.7 is never selected.
+Written as it reads, softplus overflows: exp(z) is inf in fp32 for z > 88.7
+and log(inf) = inf instead of z, unless large z take a linear branch.
 """
 import torch
 import triton

@@ -1,8 +1,8 @@
 """Decay gate of a gated linear-attention layer (Mamba2 / KDA style):
 g = -exp(A_log) * softplus(x + dt_bias), with softplus(z) = log(1 + exp(z)).
 
-softplus is written as it reads: exp(z) overflows fp32 for z > 88.7, so a
-large pre-activation gives log(inf) = inf instead of z.
+Written as it reads, softplus overflows: exp(z) is inf in fp32 for z > 88.7
+and log(inf) = inf instead of z, unless large z take a linear branch.
 """
 import torch
 import triton

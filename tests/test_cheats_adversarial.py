@@ -1,0 +1,74 @@
+"""The adversarial cheat suite (issue #20): every cheat under tests/cheats/adversarial/<op>/ is rejected
+for its own reason, and honest rewrites of the same ops pass.
+
+Each cheat file's docstring says what it does, why the gate must reject it, and one
+or more `EXPECT: <check name> | <start of its reason>` lines: the failing checks the
+bundle must hold. The ops (reduced to one CPU shape and one dtype) are in
+tests/cheats/adversarial/specs.py.
+"""
+import builtins
+import re
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import patterns.core.compare as compare_mod
+from patterns.validation import integrity
+from patterns.validation.gate import validate
+
+HERE = Path(__file__).parent / "cheats" / "adversarial"
+SPECS = __import__("runpy").run_path(str(HERE / "specs.py"))["SPECS"]
+CHEATS = sorted(p for p in HERE.glob("*/*.py"))
+# an honest call takes a second or two here: a hang is found in 30 s, not 3 minutes
+QUICK = {op: __import__("dataclasses").replace(spec, call_timeout_s=30.0) for op, spec in SPECS.items()}
+
+
+def expectations(path: Path) -> list[tuple[str, str]]:
+    doc = path.read_text().split('"""')[1]
+    return [tuple(part.strip() for part in m.split("|", 1)) for m in re.findall(r"^EXPECT: (.+)$", doc, re.M)]
+
+
+def test_the_suite_covers_enough():
+    ops = {p.parent.name for p in CHEATS}
+    assert len(CHEATS) >= 25 and ops == set(SPECS) and len(ops) >= 3
+    for path in CHEATS:
+        doc = path.read_text().split('"""')[1]
+        assert doc.startswith("Cheat: ") and "Rejected because: " in doc and expectations(path), path.name
+
+
+@pytest.mark.parametrize("path", CHEATS, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_cheat_is_rejected_for_its_reason(path):
+    gate_functions = (compare_mod.first_mismatch, integrity.check_integrity, torch.isclose, torch.allclose, builtins.abs, builtins.max)
+    state = (torch.get_default_dtype(), torch.get_num_threads())
+    bundle = validate(QUICK[path.parent.name], path, device="cpu")
+    # nothing the candidate did reached this process
+    assert (compare_mod.first_mismatch, integrity.check_integrity, torch.isclose, torch.allclose, builtins.abs, builtins.max) == gate_functions
+    assert (torch.get_default_dtype(), torch.get_num_threads()) == state
+    assert not bundle.passed
+    failing = [(c.name, c.reason) for c in bundle.checks if c.passed is False]
+    for name, reason in expectations(path):
+        assert any(n == name and r.startswith(reason) for n, r in failing), f"{path.name}: no failing '{name}' check starting {reason!r}; got {failing}"
+    (speed,) = [c for c in bundle.checks if c.layer == "performance"]
+    assert speed.passed is None
+
+
+def test_planted_files_never_land():
+    assert not Path("/tmp/patterns-cheat-planted.txt").exists()
+    assert not (Path.home() / ".local" / "share" / "patterns-cheat-registry").exists()
+
+
+ROOT = Path(__file__).parents[1]
+HONEST = {
+    "rowdot": [ROOT / "tests" / "candidates" / "honest_rowdot.py", ROOT / "tests" / "validation_op" / "baseline.py"],
+    "kda_decode": [ROOT / "kernels" / "kda_decode" / "baseline.py", *sorted((ROOT / "evidence" / "gpu" / "h200-kda_decode").glob("candidate-*.py"))],
+    "rmsnorm_gate": [ROOT / "kernels" / "rmsnorm_gate" / "baseline.py"],
+}
+
+
+@pytest.mark.parametrize("op,path", [(op, p) for op, paths in HONEST.items() for p in paths], ids=lambda x: x if isinstance(x, str) else x.stem)
+def test_honest_rewrites_pass(op, path):
+    bundle = validate(SPECS[op], path, device="cpu")
+    assert [c.reason for c in bundle.checks if c.passed is False] == []
+    assert bundle.passed
