@@ -400,7 +400,7 @@ def review_items(status: str = "pending", op: str | None = None, say: Callable[[
 
     if status not in REVIEW_STATUSES:
         raise ReviewError(f"--status: '{status}' is not pending, accepted, rejected or all")
-    items = review_store(say).list()
+    items = review_store(say).list(on_corrupt=say)
     spec = _spec_key(op) if op is not None else None
     return [i.model_dump(mode="json") for i in items if (status == "all" or i.status == status) and (op is None or i.op == op or (spec and i.spec == spec))]
 

@@ -174,6 +174,8 @@ def search_cmd(
     keyword: bool = typer.Option(False, "--keyword", help="keyword matching only (no index)"),
 ) -> None:
     """Search the library: semantic (embedding index) blended with keyword matches."""
+    if not text.strip():
+        raise UsageError("search: the query is empty (say what you are looking for, e.g. 'decode under-fills the GPU')")
     with _progress() as progress:
         results = api.search_patterns(text, top=top, keyword=keyword, chroma_url=chroma_url, progress=progress)
     if format == Format.json:
@@ -318,6 +320,8 @@ def suggest_cmd(
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server (http://127.0.0.1:PORT) instead of the embedded index"),
 ) -> None:
     """Find the patterns that fit each kernel's bottleneck, with the evidence behind them."""
+    if profile is not None and profile.is_dir() and profile.suffix != ".ncu-rep":
+        raise UsageError(f"--profile: {profile} is a folder, not a profile file")
     shapes = _parse_shapes(shape)
     default_dtype, overrides = _parse_dtypes(dtype)
     failing = _fail_on(fail_on)
@@ -471,7 +475,11 @@ def index_cmd(
     path: Optional[Path] = typer.Option(None, "--path", help="embedded index folder (default: the user cache)"),
 ) -> None:
     """Build or refresh the library's embedding index (incremental, by content hash)."""
+    from patterns.core.files import writable_folder
     from patterns.retriever.index import build_index
+
+    if path is not None:
+        writable_folder(path, "the index")
 
     with _progress() as progress:
         stats = build_index(load_library(), chroma_url=chroma_url, path=path, progress=progress)

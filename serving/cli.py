@@ -282,6 +282,8 @@ def prefill_command(
     from patterns.serving.overlap import load_prefill, measure, to_check
     from patterns.serving.trace import write_trace
 
+    if trace is not None and trace.is_dir():
+        _bad_input(f"--trace: {trace} is a folder (the trace is one JSON file)")
     files = impl or [Path(__file__).with_name("prefill.py")]
     checks, timelines = [], {}
     try:

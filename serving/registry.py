@@ -75,6 +75,8 @@ def default_root() -> Path:
     """PATTERNS_REGISTRY; else serving/registry/ of a source checkout (editable install); else the user data dir."""
     env = os.environ.get("PATTERNS_REGISTRY")
     if env:
+        if Path(env).exists() and not Path(env).is_dir():
+            raise RegistryError(f"PATTERNS_REGISTRY={env}: not a folder (the registry is a folder of its own)")
         return Path(env)
     here = Path(__file__).resolve().parent
     if (here.parent / "setup.py").is_file() and (here.parent / "kernels").is_dir():

@@ -44,6 +44,10 @@ def main(argv: list[str]) -> int:
             return True
         return name.startswith(stdlib_roots) and "-packages" + os.sep not in name
     trusted: list[str] = []  # filled in once torch, triton and numpy are imported
+    # every file the gate's runtime imported before any candidate was loaded: libraries
+    # installed outside a site-packages folder (a --target folder on PYTHONPATH, as on a
+    # GPU host with carried wheels) are as trusted as those inside one
+    preloaded: set[str] = set()
     write = os.write  # bound now: a candidate replacing os.write changes nothing here
     dumps = json.dumps
 
@@ -63,7 +67,7 @@ def main(argv: list[str]) -> int:
             name = f.f_code.co_filename
             if not in_stdlib(name):
                 full = os.path.realpath(name) if not name.startswith("<") else name
-                if full in state["untrusted"] or not (full.startswith(tuple(trusted)) or "-packages" + os.sep in full):
+                if full in state["untrusted"] or not (full.startswith(tuple(trusted)) or "-packages" + os.sep in full or full in preloaded):
                     return f"{os.path.basename(full)}:{f.f_lineno}"
                 return ""
             f = f.f_back
@@ -426,6 +430,8 @@ def main(argv: list[str]) -> int:
         return {}
 
     commands = {"load": do_load, "call": do_call, "time": do_time}
+    preloaded.update(os.path.realpath(f) for m in list(sys.modules.values())
+                     if isinstance(f := getattr(m, "__file__", None), str))
     requests = os.fdopen(req_fd, "rb", buffering=0)
     write(rep_fd, (dumps({"reply": {"ready": True, "pid": os.getpid()}}) + "\n").encode())
     while True:

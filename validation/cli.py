@@ -45,6 +45,12 @@ def validate_command(
     err = Console(stderr=True)
     if format not in FORMATS:
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
+    from patterns.core.files import FolderError, writable_folder
+
+    try:
+        writable_folder(out, "the evidence bundle")  # before the gate runs: its result is never lost to --out
+    except FolderError as e:
+        _bad_input(err, f"--out: {e}")
     try:
         with err.status(f"validating {op}…") as status:
             bundle = (gate or run_gate)(op, candidate, out=out, device=device, pattern=pattern, timeout=timeout, on_stage=lambda s: status.update(f"validating {op}: {s}…"))

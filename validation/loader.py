@@ -63,9 +63,12 @@ def check_candidate(spec: OpSpec, candidate: Path | None) -> Path:
         raise GateInputError(f"candidate is not a Python file: {path}")
     _, launcher = split_target(spec.baseline)
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except SyntaxError as e:
-        raise GateInputError(f"candidate {path} does not parse: line {e.lineno}: {e.msg}") from None
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except UnicodeDecodeError:
+        raise GateInputError(f"candidate {path} is not UTF-8 text (a binary file?)") from None
+    except (SyntaxError, ValueError) as e:  # ValueError: null bytes
+        where = f"line {e.lineno}: {e.msg}" if isinstance(e, SyntaxError) else str(e)
+        raise GateInputError(f"candidate {path} does not parse: {where}") from None
     if launcher not in _top_level_names(tree):
         raise GateInputError(f"candidate {path} has no launcher '{launcher}' (the baseline's entry point)")
     return path

@@ -139,7 +139,7 @@ review_app = typer.Typer(name="review", help="Review the agent's validated candi
 
 
 def _say(line: str) -> None:
-    err_console.print(line, highlight=False)
+    err_console.print(line, highlight=False, markup=False, soft_wrap=True)  # a path is never broken across lines
 
 
 def _store():

@@ -65,7 +65,7 @@ import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -213,10 +213,20 @@ class ReviewStore:
             where = ".".join(str(x) for x in err["loc"]) or "(root)"
             raise ReviewError(f"{path}: corrupt review item: {where}: {err['msg']}") from None
 
-    def list(self) -> list[ReviewItem]:
+    def list(self, on_corrupt: Callable[[str], None] | None = None) -> list[ReviewItem]:
+        """Every readable item, oldest first; a corrupt one is left out (and named to `on_corrupt`),
+        so one bad file never hides the rest."""
         if not self.root.is_dir():
             return []
-        items = [self._load(p) for p in self.root.glob("*.json") if not p.name.endswith(INTENT_SUFFIX)]
+        items = []
+        for p in self.root.glob("*.json"):
+            if p.name.endswith(INTENT_SUFFIX):
+                continue
+            try:
+                items.append(self._load(p))
+            except ReviewError as exc:
+                if on_corrupt is not None:
+                    on_corrupt(f"skipped {exc}")
         return sorted(items, key=lambda i: (i.created, i.id))
 
     def put(self, item: ReviewItem) -> ReviewItem:

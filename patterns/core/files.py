@@ -69,6 +69,21 @@ class FolderError(ValueError):
     """A generated folder cannot be written where asked; one line."""
 
 
+def writable_folder(path: Path, what: str) -> Path:
+    """`path` as a folder this process can write `what` into (created if missing); FolderError, one line, if not.
+    Checked before long work, so a result is never lost to an unwritable destination after it."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FolderError(f"{path}: not a folder ({what} is written into a folder)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FolderError(f"{path}: cannot create the folder for {what} ({e.strerror or e})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise FolderError(f"{path}: folder is not writable ({what})")
+    return path
+
+
 def write_folder(out: Path, files: dict[str, str], marker: str, what: str) -> None:
     """Write a generated folder (the catalog, the skill) whole: `files` (relative path -> text) and `marker`
     go into a temporary folder beside `out`, which replaces it at the end, so a failure leaves the previous
@@ -78,8 +93,11 @@ def write_folder(out: Path, files: dict[str, str], marker: str, what: str) -> No
         raise FolderError(f"{out}: not a folder; the {what} needs a folder of its own")
     if out.is_dir() and any(out.iterdir()) and not (out / marker).exists():
         raise FolderError(f"{out}: folder is not empty and holds no {what} ({marker} missing); refusing to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    writable_folder(out.parent, f"the {what}")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as e:
+        raise FolderError(f"{out.parent}: cannot write the {what} there ({e.strerror or e})") from None
     try:
         os.chmod(tmp, 0o755)
         for rel, text in files.items():

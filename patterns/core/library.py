@@ -93,7 +93,12 @@ def load_pattern(path: Path) -> Pattern:
 
 def load_library(root: Path | None = None) -> list[Entry]:
     """All patterns, sorted by id; the first problem raises LibraryError."""
+    from_env = root is None and "PATTERNS_LIBRARY" in os.environ
     root = root or library_dir()
+    if not Path(root).is_dir():
+        raise LibraryError(f"{root}: library folder not found" + (" (PATTERNS_LIBRARY)" if from_env else ""))
+    if from_env and not any(Path(root).glob("*/pattern.yaml")):
+        raise LibraryError(f"{root}: no patterns in this library folder (PATTERNS_LIBRARY); an empty library is not a library")
     return list(_load_cached(str(root), _stamp(root)))
 
 
