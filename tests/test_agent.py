@@ -188,12 +188,17 @@ def test_a_by_sm_default_must_be_one_of_the_choices() -> None:
 def test_failed_partition_stacks_the_numerics_pattern_on_the_candidate() -> None:
     entries = {e.id: e for e in load_library()}
     cand = "cd" * 32
-    action, more = follow_ups(_attempt("split_k_reduction", "failed", "partition", {"split_k": 4}, sha256=cand), entries, {})
+    # the candidate's chained fp32 dots run at TF32: of the numerics patterns only tf32x3 fits it
+    source = (kernels_dir() / "cp_state_merge" / "baseline.py").read_text(encoding="utf-8")
+    failed = _attempt("split_k_reduction", "failed", "partition", {"split_k": 4}, sha256=cand)
+    action, more = follow_ups(failed, entries, {}, source=source)
     assert action == Action.numerics_pattern
     assert [m.pattern_id for m in more] == ["tf32x3_dot_precision"] and more[0].base == cand
+    # without the candidate's text every numerics rewrite is stacked, tf32x3 among them
+    assert "tf32x3_dot_precision" in [m.pattern_id for m in follow_ups(failed, entries, {})[1]]
     # already tried on that candidate: nothing left but the next pattern
     assert follow_ups(_attempt("split_k_reduction", "failed", "partition", sha256=cand), entries,
-                      {("tf32x3_dot_precision", cand): [{"precision": "tf32x3"}]}) == (Action.next_pattern, [])
+                      {("tf32x3_dot_precision", cand): [{"precision": "tf32x3"}]}, source=source) == (Action.next_pattern, [])
 
 
 @pytest.mark.parametrize("outcome,layer", [("failed", "integrity"), ("refused", "rewrite"), ("already-applied", "rewrite"), ("invalid", "import")])

@@ -513,7 +513,10 @@ class Agent:
             undone: list[str] = []
             if attempt.outcome == "failed" and attempt.layer == "performance" and attempt.candidate and Path(attempt.candidate).exists():
                 undone = undone_patterns(Path(attempt.candidate).read_text(encoding="utf-8"), str(self.cfg.target), plan["already_applied"], entries)
-            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone, self.cfg.sm)
+            source = ""
+            if attempt.outcome == "failed" and attempt.layer == "partition" and attempt.candidate and Path(attempt.candidate).exists():
+                source = Path(attempt.candidate).read_text(encoding="utf-8")
+            action, more = follow_ups(attempt, entries, tried, planned.kernel, undone, self.cfg.sm, source)
             if not replayed:
                 attempt = attempt.model_copy(update={"action": action.value})
                 journal.append("attempt", attempt.model_dump(mode="json"))

@@ -94,6 +94,17 @@ def next_param(entry: Entry, tried: Iterable[dict[str, Any]], sm: int = 0) -> di
     return None
 
 
+def fits(source: str, path: str, entry: Entry) -> bool:
+    """The pattern's applies_when conditions hold on some kernel of `source` (a numerics fix for a
+    candidate: int64 offsets do not help a split whose error grows, nor tf32x3 a kernel without fp32 dots)."""
+    from patterns.core.facts import extract_source
+    from patterns.core.predicates import Subject, evaluate
+
+    cond = entry.pattern.applies_when.conditions
+    facts = extract_source(source, path)
+    return cond is None or any(evaluate(cond, Subject(facts, k)).ok for k in facts.kernels)
+
+
 def undone_patterns(source: str, path: str, applied_on_target: Iterable[str], entries: dict[str, Entry]) -> list[str]:
     """Patterns with a rewrite that held on the target (its "already applied") and hold on no kernel of `source`."""
     from patterns.core.facts import extract_source
@@ -117,14 +128,15 @@ def is_numerics(entry: Entry) -> bool:
 
 def follow_ups(
     attempt: Attempt, entries: dict[str, Entry], tried: dict[tuple[str, str], list[dict[str, Any]]], kernel: str = "",
-    undone: Iterable[str] = (), sm: int = 0,
+    undone: Iterable[str] = (), sm: int = 0, source: str = "",
 ) -> tuple[Action, list[Planned]]:
     """The action the attempt's outcome calls for, and the attempts it adds (first in the queue).
 
     `tried` maps (pattern, base) to the parameter settings already attempted on that base;
     `kernel` is the kernel the attempt targeted (kept when the same pattern is retried);
     `undone` lists what held on the target but not on this candidate (`undone_patterns`);
-    `sm` is the compute capability of the GPU the plan targets (parameter defaults, `defaults`).
+    `sm` is the compute capability of the GPU the plan targets (parameter defaults, `defaults`);
+    `source` is the candidate's text: numerics patterns stacked on it are those whose conditions hold there.
     """
     action = action_for(attempt.outcome, attempt.layer)
     entry = entries.get(attempt.pattern_id)
@@ -143,6 +155,7 @@ def follow_ups(
             Planned(e.id, defaults(e, sm), attempt.sha256)
             for e in entries.values()
             if is_numerics(e) and e.pattern.transformation.rewrite and e.id != attempt.pattern_id and not tried.get((e.id, attempt.sha256))
+            and (not source or fits(source, attempt.candidate or "candidate.py", e))
         ]
         if fixes:
             return action, fixes
