@@ -315,6 +315,7 @@ def suggest_cmd(
     top: int = typer.Option(5, "--top", min=1, help="suggestions per kernel"),
     format: SuggestFormat = typer.Option(SuggestFormat.table, "--format", help="table, json (docs/suggest.schema.json) or sarif"),
     fail_on: list[str] = typer.Option([], "--fail-on", metavar="CLASS", help="exit 1 when a kernel's bottleneck is CLASS (memory-bound, ..., comma-separated or repeated), or on any suggestion (any)"),
+    check_rewrites: Optional[bool] = typer.Option(None, "--check-rewrites/--no-check-rewrites", help="run each suggested rewrite's preconditions on the kernel (default: when at most 3 rewrites are suggested; each costs a parse of the file)"),
     catalog_url: Optional[str] = typer.Option(None, "--catalog-url", help="base URL of the `patterns docs` catalog, for SARIF helpUri (default $PATTERNS_CATALOG_URL)"),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help="use a ChromaDB server (http://127.0.0.1:PORT) instead of the embedded index"),
 ) -> None:
@@ -332,7 +333,8 @@ def suggest_cmd(
             try:
                 reports.append(api.suggest_report(path, kernel=kernel, shapes=shapes, arch=arch, dtype=default_dtype, dtypes=overrides,
                                                   profile=profile, top=top, chroma_url=chroma_url, progress=progress if task is None else None,
-                                                  inputs=input_, triton=triton_version, strict_names=len(files) == 1))
+                                                  inputs=input_, triton=triton_version, strict_names=len(files) == 1,
+                                                  check_rewrites_=check_rewrites))
             except api.user_errors() as exc:
                 # in a directory walk, files without kernels (and names only other files use) are not errors
                 if explicit and len(files) == 1:
@@ -445,6 +447,8 @@ def _print_report(report) -> None:
                 rewrite = s.rewrite or "by hand"
                 if s.rewrite and s.rewrite_refusal:
                     rewrite = f"{s.rewrite} would likely refuse: {s.rewrite_refusal}"
+                elif s.rewrite and not s.rewrite_checked:
+                    rewrite = f"{s.rewrite} (preconditions not checked: --check-rewrites)"
                 meta = f"{s.title} · score {s.score:.2f} · {s.safety.value} · rewrite: {rewrite}"
                 for line in _wrap(meta, "     ", width):
                     console.print(f"[dim]{escape(line)}[/]", highlight=False, soft_wrap=True)

@@ -251,6 +251,11 @@ def plausible_blocks(kernel, shapes: dict[str, int]) -> dict[str, int]:
         m = re.fullmatch(r"\s*tl\.arange\(\s*0\s*,\s*([A-Za-z_]\w*)\s*\)\s*", expr)
         if not m or kernel.pid_deps.get(var):
             continue
+        stepped = any(var in lp.assigned for lp in kernel.loops) or any(
+            re.search(rf"\b{re.escape(var)}\b", e) and re.search(rf"\b{re.escape(lp.target)}\b", e)
+            for lp in kernel.loops if lp.target for _, e in kernel.assigns.values())
+        if stepped:
+            continue  # a tile the kernel steps through a loop (a K loop), not a whole row
         for _, (_, mexpr) in kernel.assigns.items():
             for right in re.findall(rf"\b{re.escape(var)}\s*<\s*([A-Za-z_]\w*)\b", mexpr):
                 if isinstance(shapes.get(right), int):

@@ -33,6 +33,19 @@ class Case:
     expected: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
+    triton: str | None = None  # the Triton the case is written for (default: the installed one)
+
+
+# Triton releases a version-gated example may be written for; the newest its gate allows is used
+TRITON_RELEASES = ["3.2.0", "3.3.0", "3.4.0", "3.5.0", "3.6.0", "3.7.0", "3.8.0", "3.9.0"]
+
+
+def triton_for(spec: str | None) -> str | None:
+    if not spec:
+        return None
+    from patterns.retriever.retrieve import triton_allows
+
+    return next((v for v in reversed(TRITON_RELEASES) if triton_allows(spec, v)), None)
 
 
 @dataclass
@@ -57,7 +70,7 @@ def load_cases(path: Path = DEFAULT_CASES, entries: list[Entry] | None = None) -
         cases.append(Case(
             name=raw["file"], path=path.parent / raw["file"], kernel=raw.get("kernel"), shapes=raw.get("shapes", {}),
             dtype=raw.get("dtype", "bfloat16"), dtypes=raw.get("dtypes", {}), expected=raw.get("expected", []),
-            applied=raw.get("applied", []), wrong=raw.get("wrong", []),
+            applied=raw.get("applied", []), wrong=raw.get("wrong", []), triton=raw.get("triton"),
         ))
     from patterns.core.facts import extract_file
 
@@ -67,13 +80,14 @@ def load_cases(path: Path = DEFAULT_CASES, entries: list[Entry] | None = None) -
             path = e.file(which)
             names = {k.name for k in extract_file(path).kernels}
             kernel = ex.kernel if ex and ex.kernel in names else None  # before and after may name the kernel differently
-            cases.append(Case(name=f"{e.id}/{which}", path=path, kernel=kernel, **{key: [e.id]}))
+            cases.append(Case(name=f"{e.id}/{which}", path=path, kernel=kernel, triton=triton_for(e.pattern.applies_when.triton),
+                              **{key: [e.id]}))
     return cases
 
 
 def run_case(case: Case, entries: list[Entry]) -> Outcome:
     report = suggest(case.path, kernel=case.kernel, shapes=case.shapes, dtype=case.dtype, dtype_overrides=case.dtypes,
-                     top=K, entries=entries)
+                     top=K, entries=entries, triton=case.triton)
     top, already = [], []
     for k in report.kernels:
         top += [s.pattern_id for s in k.suggestions]

@@ -108,7 +108,8 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         strength = max(strength, 1.0)
     if strength == 0:
         return Gate(False, 0, [], [], f"addresses {'/'.join(b.value for b in aw.bottlenecks)}, kernel is {analysis.primary.cls.value}")
-    matched = [f"bottleneck {b.value}" for b in aw.bottlenecks if b in analysis.classes or (b in static and verdict is not None)]
+    matched = [f"bottleneck {b.value}" for b in aw.bottlenecks
+               if (b in analysis.classes and (analysis.measured or b in STATIC_CLASSES)) or (b in static and verdict is not None)]
     if not matched:
         matched = ["bottleneck unknown (not sized): ranked on code evidence; --shape or --input would confirm " + "/".join(b.value for b in aw.bottlenecks)]
     lines: list[int] = verdict.lines if verdict is not None else []
@@ -141,6 +142,8 @@ def expected_effect(pattern: Pattern, analysis: Analysis) -> str:
     for b in pattern.applies_when.bottlenecks:
         if b not in analysis.classes or parts and b == BottleneckClass.memory:
             continue
+        if not analysis.measured and b not in STATIC_CLASSES:
+            continue  # the unsized guess is no effect to promise
         if b == BottleneckClass.occupancy and "sm_fill" in n:
             fill = n["sm_fill"]
             gain = f"; filling the SMs can cut time by up to {1 / fill:.1f}×" if fill < 1 else ""

@@ -600,12 +600,36 @@ def test_rewrites_that_would_refuse_say_so(tmp_path):
 
     p = tmp_path / "softmax.py"
     p.write_text(SOFTMAX)
-    report = api.suggest_report(p, top=27)
+    report = api.suggest_report(p, top=27, check_rewrites_=True)
     with_rewrite = [s for s in report.kernels[0].suggestions if s.rewrite]
-    assert with_rewrite
+    assert with_rewrite and all(s.rewrite_checked for s in with_rewrite)
     for s in with_rewrite:  # the note agrees with what apply does
         try:
             apply(s.pattern_id, SOFTMAX, str(p), kernel="softmax_kernel")
             assert s.rewrite_refusal == "", s.pattern_id
         except RewriteError:
             assert s.rewrite_refusal, s.pattern_id
+
+
+from test_review import _item, env  # noqa: E402,F401  (the review tests' agent run and its isolated home)
+
+
+def test_review_show_prints_a_diff_git_apply_accepts(env, tmp_path):
+    """`patterns review show ID | git apply`: the diff is never wrapped, whatever the width."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    item = _item(env)
+    out = subprocess.run([sys.executable, "-m", "patterns.cli", "review", "show", item.id], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "60"}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    target = Path(item.target)
+    shutil.copy(target, repo / target.name)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    check = subprocess.run(["git", "apply", "--check", "-v", "-"], input=out.stdout, cwd=repo, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr

@@ -110,9 +110,8 @@ def _progress():
 
 def _ask(item) -> str:
     from rich.prompt import Prompt
-    from rich.syntax import Syntax
 
-    console.print(Syntax(item.diff, "diff", word_wrap=True))
+    print_diff(item.diff)
     console.print(f"[bold]{escape(item.hypothesis.text)}[/]\n{escape(item.safety.review)}")
     return Prompt.ask(f"{item.id}: accept, reject, or later (leave it queued)", choices=["accept", "reject", "later"], default="later", console=console)
 
@@ -196,7 +195,6 @@ def review_show(
         print(json.dumps(review_item(item_id, say=_say), indent=2))
         return
     from rich.panel import Panel
-    from rich.syntax import Syntax
 
     from patterns.validation.bundle import read_bundle
     from patterns.validation.cli import checks_table
@@ -216,7 +214,21 @@ def review_show(
     except (OSError, ValueError) as exc:
         console.print(f"[red]evidence bundle unreadable:[/] {escape(str(exc).splitlines()[0])}")
     if diff:
-        console.print(Syntax(item.diff, "diff", word_wrap=True))
+        print_diff(item.diff)
+
+
+def print_diff(diff: str) -> None:
+    """The diff exactly as `git apply` reads it: never wrapped, no escape codes in a pipe
+    (`patterns review show ID | git apply` skips the report above it); coloured per line on a terminal."""
+    import sys
+
+    console.file.flush()
+    if not console.is_terminal:
+        sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
+        return
+    for line in diff.splitlines():
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
+        console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
 
 
 def _who(by: Optional[str]) -> str:

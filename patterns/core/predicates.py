@@ -2001,6 +2001,48 @@ def partial_row_stats(s: Subject) -> Verdict:
 
 
 
+_CONTRACTIONS = ("tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.xor_sum", "tl.dot", "tl.dot_scaled", "tl.cumsum")
+
+
+def _elementwise_of_load(k: KernelFacts, text: str, depth: int = 4) -> bool:
+    """The expression is an element-wise function of loaded values: a load is reached without passing
+    through a reduction or dot (whose result is a new quantity, e.g. attention scores q·k) or a where's mask."""
+    tree = _parse(text)
+    if tree is None:
+        return False
+    todo: list[ast.expr] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name in _CONTRACTIONS:
+                continue
+            if name == "tl.load" or name.endswith(".load"):
+                return True
+            if name == "tl.where":
+                todo += node.args[1:]  # the values, not the condition (a mask may read a loaded length)
+                continue
+            todo += [node.func, *node.args]
+            continue
+        if isinstance(node, ast.Name):
+            if node.id in k.assigns and depth > 0 and _elementwise_of_load(k, k.assigns[node.id][1], depth - 1):
+                return True
+            continue
+        todo += list(ast.iter_child_nodes(node))
+    return False
+
+
+@predicate()
+def max_of_loaded_row(s: Subject) -> Verdict:
+    """A tl.max in a loop reduces loaded values themselves (through element-wise steps only): a row reduction,
+    not a max over values another reduction produced (the q·k scores of attention)."""
+    k = _kernel(s)
+    hits = [c for c in k.calls_named("tl.max") if c.loops and c.args and _elementwise_of_load(k, c.args[0])]
+    if hits:
+        return Verdict(ok=True, lines=[c.line for c in hits], reasons=[f"`{_code(hits[0], 40)}` reduces loaded values (line {hits[0].line})"])
+    return Verdict(ok=False, reasons=["no tl.max in a loop over loaded values themselves"])
+
+
 def _int64_names(k: KernelFacts) -> set[str]:
     """Variables holding int64 values: cast with .to(tl.int64), or computed from one that is."""
     wide: set[str] = set()

@@ -51,7 +51,8 @@ class Suggestion(StrictModel):
     measured: list[Measurement] = Field(default_factory=list, description="the library's curated measurements")
     local_measured: list[Measurement] = Field(default_factory=list, description="the user's own measurements (their evidence store), apart from the library's")
     rewrite: str | None = None
-    rewrite_refusal: str = Field("", description="why `patterns apply` would refuse the rewrite on this kernel (its preconditions do not hold); empty when it applies")
+    rewrite_checked: bool = Field(False, description="whether the rewrite's preconditions were run on this kernel (suggest --check-rewrites; automatic for up to 3 rewrites)")
+    rewrite_refusal: str = Field("", description="why `patterns apply` would refuse the rewrite on this kernel (its preconditions do not hold); empty when it applies or was not checked")
     already_applied: bool = False
 
 
