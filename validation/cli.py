@@ -47,6 +47,7 @@ def validate_command(
         _bad_input(err, f"unknown format '{format}' (table, json or markdown)")
     from patterns.core.files import FolderError, writable_folder
 
+    created = not Path(out).exists()
     try:
         writable_folder(out, "the evidence bundle")  # before the gate runs: its result is never lost to --out
     except FolderError as e:
@@ -55,6 +56,8 @@ def validate_command(
         with err.status(f"validating {op}…") as status:
             bundle = (gate or run_gate)(op, candidate, out=out, device=device, pattern=pattern, timeout=timeout, on_stage=lambda s: status.update(f"validating {op}: {s}…"))
     except (OpError, LibraryError) as e:
+        if created and Path(out).is_dir() and not any(Path(out).iterdir()):
+            Path(out).rmdir()  # bad input leaves nothing behind, not even the folder made for the result
         _bad_input(err, str(e))
     console = Console()
     if format == "json":
