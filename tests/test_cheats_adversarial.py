@@ -72,3 +72,18 @@ def test_honest_rewrites_pass(op, path):
     bundle = validate(SPECS[op], path, device="cpu")
     assert [c.reason for c in bundle.checks if c.passed is False] == []
     assert bundle.passed
+
+
+def test_an_installed_library_may_add_its_own_audit_hook(tmp_path, monkeypatch):
+    """filelock >= 3.20 adds an audit hook at import on Python 3.12+, and torch and FLA import it: an
+    honest candidate importing such a library is not rejected; the same call from the candidate is
+    (rowdot/audit_hook.py)."""
+    lib = tmp_path / "site-packages" / "hooking_lib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("import sys\n\nsys.addaudithook(lambda event, args: None)\nADDED = True\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'site-packages'}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    candidate = tmp_path / "honest_with_hooking_lib.py"
+    candidate.write_text("import hooking_lib\n\nassert hooking_lib.ADDED\n" + HONEST["rowdot"][0].read_text())
+    bundle = validate(QUICK["rowdot"], candidate, device="cpu")
+    assert [c.reason for c in bundle.checks if c.passed is False] == []
+    assert bundle.passed

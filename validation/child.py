@@ -124,7 +124,10 @@ def main(argv: list[str]) -> int:
             elif event.startswith("socket."):
                 finding = ("network", f"opens a socket ({event})")
             elif event == "sys.addaudithook":
-                finding = ("audit hook", "installs an audit hook")
+                # an installed library may add its own hook at import (filelock >= 3.20 on Python
+                # 3.12+ does, and torch and FLA import filelock); one the code under test adds counts
+                who = culprit()
+                finding = ("audit hook", f"installs an audit hook ({who})") if who else None
             elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
                 finding = ("process", f"sends a signal ({event})")
             elif event in ("os.putenv", "os.unsetenv"):
