@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from patterns.distill.scan import FileRecord
 from patterns.core.library import Entry
-from patterns.core.predicates import Subject, evaluate
+from patterns.core.predicates import PREDICATES, Subject, evaluate
 from patterns.core.facts_types import FileFacts, NativeFileFacts
-from patterns.core.schema import UpstreamLocation, Verdict
+from patterns.core.schema import Condition, UpstreamLocation, Verdict
 
 KNOWN_PROJECTS = ("sglang", "fla", "deepgemm", "deepep")
 
@@ -66,12 +66,52 @@ def _enclosing(symbols, line: int) -> str:
     return "<module>"
 
 
-def _safe(entry: Entry, subject: Subject, errors: Counter) -> Verdict:
+_NO = Verdict(ok=False)
+_ARG_KEYS: dict[int, tuple] = {}  # id(condition) -> (condition, its predicate call as a hashable key)
+
+
+def _call_key(cond: Condition) -> tuple:
+    got = _ARG_KEYS.get(id(cond))
+    if got is None or got[0] is not cond:
+        got = _ARG_KEYS[id(cond)] = (cond, (cond.predicate, repr(sorted(cond.args.items()))))
+    return got[1]
+
+
+def holds(cond: Condition, subject: Subject, memo: dict) -> bool:
+    """Whether `cond` holds on `subject`: evaluate()'s `ok`, without its lines and reasons.
+
+    Most conditions fail on most upstream subjects, and a failing verdict's lines
+    and reasons are never used, so `all` stops at the first child that fails and
+    `any` at the first that holds; `memo` keeps each predicate call's answer for
+    the subject, since many conditions ask the same question of it. Predicates are
+    pure functions of the facts, so this is evaluate(cond, subject).ok whenever
+    evaluate returns (a predicate it skips cannot raise)."""
+    op = cond.op
+    if op == "pred":
+        key = _call_key(cond)
+        ok = memo.get(key)
+        if ok is None:
+            spec = PREDICATES[cond.predicate]
+            ok = memo[key] = False if spec.scope == "kernel" and subject.kernel is None else spec.func(subject, **cond.args).ok
+        return ok
+    if op == "not":
+        return not holds(cond.children[0], subject, memo)
+    if op == "all":
+        return all(holds(c, subject, memo) for c in cond.children)
+    return any(holds(c, subject, memo) for c in cond.children)
+
+
+def check(cond: Condition, subject: Subject, memo: dict) -> Verdict:
+    """evaluate(cond, subject), evaluated in full only where the condition holds (holds() first)."""
+    return evaluate(cond, subject) if holds(cond, subject, memo) else _NO
+
+
+def _safe(entry: Entry, subject: Subject, errors: Counter, memo: dict | None = None) -> Verdict:
     try:
-        return evaluate(entry.pattern.present_when, subject)
+        return check(entry.pattern.present_when, subject, {} if memo is None else memo)
     except Exception:  # a predicate that trips on unusual upstream facts must not stop the run
         errors[entry.id] += 1
-        return Verdict(ok=False)
+        return _NO
 
 
 def detect(project: str, version: str, records: list[FileRecord], entries: list[Entry], out: Detections | None = None) -> Detections:
@@ -91,12 +131,14 @@ def _detect_python(project: str, version: str, rec: FileRecord, entries: list[En
     for k in facts.kernels:
         if k.autotune is not None:
             starts[k.name] = min(starts.get(k.name, k.line), k.autotune.line)
+    kernels = [(k, Subject(facts, k), {}) for k in facts.kernels]  # a memo per subject, shared by every pattern
+    whole, whole_memo = Subject(facts, None), {}
     for e in entries:
         file_lines: list[int] = []
         file_reasons: list[str] = []
         file_ok = False
-        for k in facts.kernels:
-            v = _safe(e, Subject(facts, k), out.errors)
+        for k, subject, memo in kernels:
+            v = _safe(e, subject, out.errors, memo)
             if not v.ok:
                 continue
             span = _span(v.lines, starts.get(k.name, k.line), k.end_line)
@@ -105,7 +147,7 @@ def _detect_python(project: str, version: str, rec: FileRecord, entries: list[En
                 continue
             out.hits.append(Hit(e.id, project, version, rec.path, k.name, (starts.get(k.name, k.line), k.end_line), rec.sha256, v.reasons, True, len(v.lines)))
             out.matched.add((project, rec.path, k.name))
-        v = _safe(e, Subject(facts, None), out.errors)
+        v = _safe(e, whole, out.errors, whole_memo)
         if v.ok:
             file_ok, file_lines, file_reasons = True, v.lines or file_lines, v.reasons or file_reasons
         if file_ok:
@@ -125,14 +167,16 @@ def _view(facts: FileFacts, nat: NativeFileFacts, fn) -> FileFacts:
 def _detect_native(project: str, version: str, rec: FileRecord, entries: list[Entry], out: Detections) -> None:
     nat = rec.native
     whole = FileFacts(path=rec.path, lines=rec.lines, native=nat)
-    views = [(fn, _view(whole, nat, fn)) for fn in nat.functions if fn.constructs or fn.is_kernel or any(fn.line <= b.line <= fn.end_line for b in nat.bindings)]
+    views = [(fn, Subject(_view(whole, nat, fn), None), {}) for fn in nat.functions
+             if fn.constructs or fn.is_kernel or any(fn.line <= b.line <= fn.end_line for b in nat.bindings)]
+    file_subject, file_memo = Subject(whole, None), {}
     for e in entries:
-        v = _safe(e, Subject(whole, None), out.errors)
+        v = _safe(e, file_subject, out.errors, file_memo)
         if not v.ok:
             continue
         attributed = False
-        for fn, view in views:
-            fv = _safe(e, Subject(view, None), out.errors)
+        for fn, view, memo in views:
+            fv = _safe(e, view, out.errors, memo)
             if fv.ok:
                 out.hits.append(Hit(e.id, project, version, rec.path, fn.name, (fn.line, fn.end_line), rec.sha256, fv.reasons, True, len(fv.lines)))
                 out.matched.add((project, rec.path, fn.name))
