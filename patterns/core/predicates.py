@@ -851,7 +851,7 @@ def welford_update(s: Subject) -> Verdict:
     """A Welford update written inline: an accumulator grows by (x - mean_new) * (x - mean_old), two deviations of one value from two means, whatever the helpers are called."""
     k = _kernel(s)
     candidates = [(var, e.partition(":")[2]) for var, exprs in k.accumulates.items() for e in exprs if e.startswith("add:")]
-    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if _rx(rf"\b{re.escape(var)}\s*\+").search(expr)]
+    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if var in expr and _rx(rf"\b{re.escape(var)}\s*\+").search(expr)]
     for var, text in candidates:
         node = _parse(text)
         if node is None:
@@ -883,7 +883,7 @@ def tuned_elsewhere(s: Subject) -> Verdict:
         if d != "triton.autotune" and _TUNER_DECORATOR.search(last):
             return Verdict(ok=True, lines=[k.line], reasons=[f"tuned by @{d} (line {k.line})"])
     for name, text in s.file.constants.items():
-        if _rx(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", re.S).search(text):
+        if "autotun" in text and k.name in text and _rx(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", re.S).search(text):
             return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
     for la in k.launches:
         local = s.file.host_assigns.get(la.function, {})
@@ -931,8 +931,9 @@ def recurrence_state(s: Subject) -> Verdict:
             ops = {e.partition(":")[0] for e in k.accumulates.get(var, [])}
             expr = k.assigns.get(var, (0, ""))[1]
             own = rf"\b{re.escape(var)}\b"
-            scaled = "multiply" in ops or _rx(rf"\*\s*{own}|{own}\s*\*").search(expr)
-            added = "add" in ops or (_rx(own).search(expr) and "+" in expr)
+            named = var in expr  # each pattern below needs the name in the text
+            scaled = "multiply" in ops or (named and _rx(rf"\*\s*{own}|{own}\s*\*").search(expr))
+            added = "add" in ops or (named and _rx(own).search(expr) and "+" in expr)
             if scaled and added and var in k.loaded:
                 line = k.assigns.get(var, (lp.line, ""))[0]
                 return Verdict(ok=True, lines=[line], reasons=[f"{var} is decayed and updated every iteration of the loop at line {lp.line}"])
