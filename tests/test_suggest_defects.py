@@ -633,3 +633,47 @@ def test_review_show_prints_a_diff_git_apply_accepts(env, tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     check = subprocess.run(["git", "apply", "--check", "-v", "-"], input=out.stdout, cwd=repo, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+PID_WRAPPERS = _src('''
+    import triton
+    import triton.language as tl
+
+    from ..utils import triton_lang_extension as tle
+
+
+    @triton.jit
+    def pid64(axis):
+        return tl.program_id(axis).to(tl.int64)
+
+
+    @triton.jit
+    def imported_kernel(x_ptr, y_ptr, n, TILE_M: tl.constexpr):
+        pid_m = tle.program_id(0)
+        offs = pid_m * TILE_M + tl.arange(0, TILE_M)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+    @triton.jit
+    def local_kernel(x_ptr, y_ptr, n, TILE_M: tl.constexpr):
+        pid_m = pid64(0)
+        offs = pid_m * TILE_M + tl.arange(0, TILE_M)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+''')
+
+
+def test_program_id_through_wrappers_is_the_program_id():
+    """flag_gems takes every program id through `tle.program_id(0)` (a @triton.jit wrapper returning
+    `tl.program_id(axis).to(tl.int64)`): no tile index was seen, and persistent_tile_loop was gated out
+    on its GEMMs."""
+    from patterns.core.predicates import Subject, evaluate
+    from patterns.core.schema import Condition
+
+    f = extract_source(PID_WRAPPERS, "wrapped.py")
+    tiles = Condition.model_validate({"tiles_axis_by_program": {"block_param": ["TILE_M"]}})
+    for name in ("imported_kernel", "local_kernel"):
+        k = next(k for k in f.kernels if k.name == name)
+        assert [c.name for c in k.calls if "program" in c.name] == ["tl.program_id"]
+        assert k.pid_deps["offs"] == [0]
+        v = evaluate(tiles, Subject(f, k))
+        assert v.ok and v.lines == [15 if name == "imported_kernel" else 22]
