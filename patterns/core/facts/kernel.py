@@ -1035,9 +1035,27 @@ def _inline_helpers(kernels: list[KernelFacts]) -> None:
                         out.append(inner.model_copy(update={"via": callee.name, "loops": call.loops + inner.loops}))
         return out
 
+    def loops(kernel: KernelFacts, seen: frozenset[str]) -> list[LoopFacts]:
+        """The helpers' loops, at the depth of the call that runs them: a kernel whose K or KV loop
+        lives in a helper (`_attn_fwd_inner`) loops all the same."""
+        out = []
+        for call in kernel.calls:
+            callee = by_name.get(call.name)
+            if callee is None or callee.name in seen or call.via:
+                continue
+            for lp in [*callee.loops, *loops(callee, seen | {callee.name})]:
+                out.append(lp.model_copy(update={"via": lp.via or callee.name, "depth": lp.depth + len(call.loops)}))
+        return out
+
     expanded = {k.name: expand(k, frozenset({k.name})) for k in kernels}
+    inlined = {k.name: loops(k, frozenset({k.name})) for k in kernels}
     for k in kernels:
         k.calls = expanded[k.name]
+        own = {lp.line for lp in k.loops}
+        for lp in inlined[k.name]:
+            if lp.line not in own:
+                own.add(lp.line)
+                k.loops.append(lp)
         k.helpers = sorted({c.name for c in k.calls if c.name in by_name})
 
 
