@@ -318,6 +318,9 @@ class BodyCost:
     elements: dict[str, int] = field(default_factory=dict)  # pointer param -> elements loaded/stored per program
     load_bytes: dict[int, float] = field(default_factory=dict)  # line of a tl.load -> bytes per program
     dot_trips: int | None = None  # iterations of the loops around the first in-loop tl.dot
+    # what leaves the FLOP count open: tl.dot calls whose operands could not be sized, and loops of
+    # unknown trip count around a tl.dot (counted once, they turn a K or KV loop into one step)
+    open_dots: list[str] = field(default_factory=list)
 
 
 def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], default_bytes: int) -> BodyCost:
@@ -344,6 +347,10 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             t = trips.get(line)
             if t is None:
                 cost.unsized.append(f"loop at line {line}")
+                if c.name == "tl.dot":
+                    lp = loops.get(line)
+                    what = f"`{lp.iter.strip()[:40]}`" if lp is not None and lp.iter else "its bound"
+                    cost.open_dots.append(f"trip count of the loop at line {line} around tl.dot ({what})")
                 t = 1
             mult *= t
         if c.name in ("tl.load", "tl.store") and c.args:
@@ -364,6 +371,7 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             n = _elements((*a[:1], *b), binds) if a and b else None
             if n is None:
                 cost.unsized.append(f"tl.dot at line {c.line}")
+                cost.open_dots.append(f"operand shapes of tl.dot at line {c.line}")
                 continue
             cost.dot_flops += 2 * n * mult
             if c.loops and cost.dot_trips is None:
@@ -491,7 +499,9 @@ def estimate(
             numel, p, per = max(cover)
             size.programs = max(1, -(-numel // per))
             size.assumptions.append(f"grid inferred: {size.programs} programs cover {p}'s {numel} elements at {per} per program")
-    sized = size.programs is not None and (cost.bytes > 0 or cost.dot_flops > 0)
+    # a tl.dot whose FLOPs stay open cannot be placed on the roofline: its bytes alone would call a
+    # prefill attention or a GEMM whose K loop is unknown memory-bound
+    sized = size.programs is not None and (cost.bytes > 0 or cost.dot_flops > 0) and not cost.open_dots
 
     subject = Subject(facts, kernel)
     numerics = evaluate(_NUMERICS, subject)
@@ -625,6 +635,9 @@ def why_unsized(kernel: KernelFacts, size: LaunchSize, cost: BodyCost) -> str:
         parts.append("cannot replay " + "; ".join(size.unreplayable[:2]))
     if not kernel.launches and size.programs is None:
         parts.append("no launch in this file: give the kernel's pointer arguments as --input PARAM=D0xD1:DTYPE to infer the grid")
+    elif size.programs is not None and cost.open_dots:
+        shown = list(dict.fromkeys(cost.open_dots))
+        parts.append("grid sized, tl.dot FLOPs not: " + "; ".join(shown[:2]) + (f" (+{len(shown) - 2} more)" if len(shown) > 2 else ""))
     elif size.programs is not None and not (cost.bytes or cost.dot_flops):
         blocks = sorted({u.split(" at ")[0] for u in cost.unsized})
         parts.append("grid sized, body not: " + (", ".join(cost.unsized[:3]) if cost.unsized else "no load, store or tl.dot") + (

@@ -721,3 +721,28 @@ def test_loops_of_helpers_are_the_kernels_loops():
     assert v.ok and v.lines == [12]
     helper = next(k for k in f.kernels if k.name == "_attn_inner")
     assert [lp.via for lp in helper.loops] == [""]
+
+
+def _ragged_k_gemm():
+    src = (GEMM.replace("ORDER", ROW_MAJOR)
+           .replace("def matmul_kernel(a_ptr, b_ptr, c_ptr,", "def matmul_kernel(a_ptr, b_ptr, c_ptr, k_lens_ptr,")
+           .replace("for k in range(0, tl.cdiv(K, BLOCK_K)):", "k_len = tl.load(k_lens_ptr + pid_m)\n    for k in range(0, tl.cdiv(k_len, BLOCK_K)):")
+           .replace("def matmul(a, b):", "def matmul(a, b, k_lens):")
+           .replace("matmul_kernel[grid](a, b, c,", "matmul_kernel[grid](a, b, c, k_lens,"))
+    return extract_source(src, "ragged_gemm.py")
+
+
+def test_dot_flops_left_open_are_not_a_roofline_verdict():
+    """With inputs, a GEMM whose K loop bound is read from memory (and an attention whose tl.dot operands
+    come through a helper) had its loop counted once and its dot FLOPs as 0: torchao's and lmdeploy's
+    compute-bound kernels were called memory-bound from their bytes alone."""
+    f = _ragged_k_gemm()
+    a = estimate(f, f.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert not a.measured and "flops" not in a.numbers
+    assert a.primary.cls == BottleneckClass.compute  # the unsized guess for a tl.dot loop
+    why = a.primary.rationale[0]
+    assert "grid sized, tl.dot FLOPs not: trip count of the loop at line 21 around tl.dot (`range(0, tl.cdiv(k_len, BLOCK_K))`)" in why
+    # the same GEMM with its K from the launcher is still sized, and compute-bound on its numbers
+    g = _gemm(ROW_MAJOR)
+    b = estimate(g, g.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert b.measured and b.numbers["dot_flops"] == 2 * 4096**3
