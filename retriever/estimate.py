@@ -57,10 +57,24 @@ def _missing(size: LaunchSize, expr: str, env: dict, exc: Unknown, assigned: set
         size.unreplayable.append(f"{what} `{expr.strip()[:48]}` ({exc})")
 
 
+def sized_launch(facts: FileFacts, kernel: KernelFacts):
+    """The launch the estimate sizes: the first whose grid reads some name. A grid of literals
+    (`kernel[(2 * 2,)](...)` in a once-per-device self-check or a warm-up) is a fixed launch whatever
+    the user's sizes; it is sized only when no other launch exists."""
+    for la in kernel.launches:
+        grid = la.grid
+        assigns = facts.host_assigns.get(la.function, {})
+        if grid in assigns:
+            grid = assigns[grid][1]
+        if free_names(grid, {}) or re.search(r"\b[A-Za-z_]\w*\s*\(", grid):
+            return la
+    return kernel.launches[0] if kernel.launches else None
+
+
 def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], inputs: dict[str, Tensor] | None = None) -> LaunchSize:
     size = LaunchSize()
     inputs = dict(inputs or {})
-    launch = kernel.launches[0] if kernel.launches else None
+    launch = sized_launch(facts, kernel)
     env: dict = {**shapes, **inputs}
     params = [p.name for p in kernel.params]
     if launch is not None:

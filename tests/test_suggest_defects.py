@@ -746,3 +746,44 @@ def test_dot_flops_left_open_are_not_a_roofline_verdict():
     g = _gemm(ROW_MAJOR)
     b = estimate(g, g.kernels[0], H200, {}, inputs=_inputs(4096))
     assert b.measured and b.numbers["dot_flops"] == 2 * 4096**3
+
+
+SELF_CHECK = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    def _self_check():
+        x = torch.randn(200)
+        y = torch.empty_like(x)
+        scale_kernel[(2 * 2,)](x, y, 200, BLOCK=64)
+        return torch.equal(y, x * 2)
+
+
+    def scale(x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+''')
+
+
+def test_a_fixed_self_check_launch_is_not_the_one_sized():
+    """unsloth's fp8 GEMM is launched once per device on a 200x256x400 self-check with grid (2 * 2,)
+    before its real launch: the estimate sized the check and called a 4096³ GEMM occupancy-bound
+    (4 programs fill 3% of the SMs)."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(SELF_CHECK, "scale.py")
+    k = f.kernels[0]
+    assert [la.line for la in k.launches] == [15, 22]
+    a = estimate(f, k, H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 1024
+    assert a.primary.cls == BottleneckClass.memory
