@@ -787,3 +787,64 @@ def test_a_fixed_self_check_launch_is_not_the_one_sized():
     a = estimate(f, k, H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
     assert a.numbers["programs"] == 4096 * 4096 // 1024
     assert a.primary.cls == BottleneckClass.memory
+
+
+HOST_TRIGGERS = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def row_softmax_kernel(x_ptr, y_ptr, lens_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        n = tl.load(lens_ptr + row)
+        m = float("-inf")
+        for start in range(0, n, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n, other=float("-inf"))
+            m = tl.maximum(m, tl.max(tl.exp(x), 0))
+        tl.store(y_ptr + row, m)
+
+
+    def softmax_rows(x, lens):
+        x = x.contiguous()
+        y = torch.empty(x.shape[0], device=x.device)
+        row_softmax_kernel[(x.shape[0],)](x, y, lens, x.shape[1], BLOCK=1024)
+        return y
+
+
+    def gathered_rows(cache, rows, lens):
+        x = cache[rows].contiguous()
+        y = torch.empty(x.shape[0], device=x.device)
+        row_softmax_kernel[(x.shape[0],)](x, y, lens, x.shape[1], BLOCK=1024)
+        return y
+
+
+    def report(y):
+        return y.max().item()
+''')
+
+
+def test_host_triggers_are_this_kernels_launcher():
+    """An `.item()` in an unrelated function made varlen_cu_seqlens and cuda_graph_safe_grid apply to
+    unsloth's fp8 GEMM (ranked 2nd and 3rd), and a `.contiguous()` anywhere in the file made
+    paged_kv_indexing apply to liger's softmax, JSD and log-softmax kernels."""
+    from patterns.core.library import load_library
+    from patterns.core.predicates import Subject, evaluate
+
+    lib = {e.id: e.pattern for e in load_library()}
+    f = extract_source(HOST_TRIGGERS, "rows.py")
+    s = Subject(f, f.kernels[0])
+    for pid in ("cuda_graph_safe_grid", "varlen_cu_seqlens"):
+        v = evaluate(lib[pid].applies_when.conditions, s)
+        assert not v.ok or not any(".item" in r for r in v.reasons), pid  # line 33 delays no launch
+    paged = evaluate(lib["paged_kv_indexing"].applies_when.conditions, s)
+    assert paged.ok and "launch passes x_ptr as `x = cache[rows].contiguous()` (line 28)" in paged.reasons
+    synced = HOST_TRIGGERS.replace("    x = x.contiguous()\n", "    x = x.contiguous()\n    assert lens.max().item() > 0\n", 1)
+    f2 = extract_source(synced, "rows.py")
+    v = evaluate(lib["cuda_graph_safe_grid"].applies_when.conditions, Subject(f2, f2.kernels[0]))
+    assert v.ok and "launcher calls item before the launch: `.item()` (line 20)" in v.reasons
+    only_contiguous = HOST_TRIGGERS.split("def gathered_rows")[0]
+    f3 = extract_source(only_contiguous, "rows.py")
+    assert not evaluate(lib["paged_kv_indexing"].applies_when.conditions, Subject(f3, f3.kernels[0])).ok
