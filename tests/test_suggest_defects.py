@@ -633,3 +633,91 @@ def test_review_show_prints_a_diff_git_apply_accepts(env, tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     check = subprocess.run(["git", "apply", "--check", "-v", "-"], input=out.stdout, cwd=repo, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+PID_WRAPPERS = _src('''
+    import triton
+    import triton.language as tl
+
+    from ..utils import triton_lang_extension as tle
+
+
+    @triton.jit
+    def pid64(axis):
+        return tl.program_id(axis).to(tl.int64)
+
+
+    @triton.jit
+    def imported_kernel(x_ptr, y_ptr, n, TILE_M: tl.constexpr):
+        pid_m = tle.program_id(0)
+        offs = pid_m * TILE_M + tl.arange(0, TILE_M)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+    @triton.jit
+    def local_kernel(x_ptr, y_ptr, n, TILE_M: tl.constexpr):
+        pid_m = pid64(0)
+        offs = pid_m * TILE_M + tl.arange(0, TILE_M)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+''')
+
+
+def test_program_id_through_wrappers_is_the_program_id():
+    """flag_gems takes every program id through `tle.program_id(0)` (a @triton.jit wrapper returning
+    `tl.program_id(axis).to(tl.int64)`): no tile index was seen, and persistent_tile_loop was gated out
+    on its GEMMs."""
+    from patterns.core.predicates import Subject, evaluate
+    from patterns.core.schema import Condition
+
+    f = extract_source(PID_WRAPPERS, "wrapped.py")
+    tiles = Condition.model_validate({"tiles_axis_by_program": {"block_param": ["TILE_M"]}})
+    for name in ("imported_kernel", "local_kernel"):
+        k = next(k for k in f.kernels if k.name == name)
+        assert [c.name for c in k.calls if "program" in c.name] == ["tl.program_id"]
+        assert k.pid_deps["offs"] == [0]
+        v = evaluate(tiles, Subject(f, k))
+        assert v.ok and v.lines == [15 if name == "imported_kernel" else 22]
+
+
+HELPER_LOOP = _src('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _load_kv(ptrs):
+        return tl.load(ptrs)
+
+
+    @triton.jit
+    def _attn_inner(acc, q, k_ptrs, n_kv, BLOCK_N: tl.constexpr):
+        for start in range(0, n_kv, BLOCK_N):
+            k = _load_kv(k_ptrs + start)
+            acc += tl.dot(q, k)
+        return acc
+
+
+    @triton.jit
+    def attn_kernel(q_ptr, k_ptr, o_ptr, n_kv, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        q = tl.load(q_ptr + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :])
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _attn_inner(acc, q, k_ptr, n_kv, BLOCK_N)
+        tl.store(o_ptr + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc)
+''')
+
+
+def test_loops_of_helpers_are_the_kernels_loops():
+    """lmdeploy's prefill attention runs its KV loop in `_prefill_fwd_inner` and loads through
+    `_load_kv`: the kernel had no loop, so no loop predicate held and warp_specialization (a loop calling
+    tl.dot and a load) was gated out on a compute-bound attention."""
+    from patterns.core.predicates import Subject, evaluate
+    from patterns.core.schema import Condition
+
+    f = extract_source(HELPER_LOOP, "attn.py")
+    k = next(k for k in f.kernels if k.name == "attn_kernel")
+    assert [(lp.line, lp.via, lp.depth) for lp in k.loops] == [(12, "_attn_inner", 0)]
+    cond = Condition.model_validate({"loop_calls": {"each_of": [["tl\\.dot"], [".*\\.load", "tl\\.load"]]}})
+    v = evaluate(cond, Subject(f, k))
+    assert v.ok and v.lines == [12]
+    helper = next(k for k in f.kernels if k.name == "_attn_inner")
+    assert [lp.via for lp in helper.loops] == [""]
