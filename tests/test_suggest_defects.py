@@ -848,3 +848,57 @@ def test_host_triggers_are_this_kernels_launcher():
     only_contiguous = HOST_TRIGGERS.split("def gathered_rows")[0]
     f3 = extract_source(only_contiguous, "rows.py")
     assert not evaluate(lib["paged_kv_indexing"].applies_when.conditions, Subject(f3, f3.kernels[0])).ok
+
+
+DISPATCHED = _src('''
+    import json
+
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    @triton.jit
+    def scale_kernel_wide(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    def select_kernel(n, config):
+        return scale_kernel
+
+
+    def scale(x, wide: bool):
+        y = torch.empty_like(x)
+        n = x.numel()
+        config = json.load(open(f"configs/n={n}.json"))
+        if wide:
+            kernel = scale_kernel_wide
+        else:
+            kernel = select_kernel(n, config)
+        kernel[(triton.cdiv(n, config["BLOCK_SIZE"]),)](x, y, n, **config)
+        return y
+''')
+
+
+def test_a_launch_through_a_kernel_variable_is_each_kernels_launch():
+    """sglang's fp8 block GEMM launches `kernel[grid](..., **config)` where `kernel` is a per-platform
+    choice or `select_w8a8_block_fp8_matmul_kernel(M, N, config)`'s result, with tile sizes from
+    per-device JSON tables: no kernel had a launch, so the JSON-table tuning was not seen and every
+    launch predicate failed."""
+    from patterns.core.library import load_library
+    from patterns.core.predicates import Subject, evaluate
+
+    f = extract_source(DISPATCHED, "dispatch.py")
+    k = {k.name: k for k in f.kernels}
+    assert [la.line for la in k["scale_kernel"].launches] == [32]
+    assert [la.line for la in k["scale_kernel_wide"].launches] == [32]
+    tuned = next(e.pattern for e in load_library() if e.id == "autotune_configs_keys").present_when
+    v = evaluate(tuned, Subject(f, k["scale_kernel"]))
+    assert v.ok and v.reasons == ["launch takes `config` from a tuned config (line 32)"]
