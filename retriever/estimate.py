@@ -230,6 +230,8 @@ class _Shapes:
             return self.of(n.operand)
         if isinstance(n, ast.IfExp):
             return _broadcast(self.of(n.body), self.of(n.orelse))
+        if isinstance(n, ast.Attribute) and n.attr == "T":  # `w.T`: tl.trans
+            return tuple(reversed(self.of(n.value)))
         if isinstance(n, ast.Subscript):
             base = self.of(n.value)
             idx = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
@@ -254,8 +256,8 @@ class _Shapes:
                     return tuple(_size_name(e) for e in shape.elts)
             if name == "tl.make_block_ptr" and "block_shape" in kw and isinstance(kw["block_shape"], (ast.List, ast.Tuple)):
                 return tuple(_size_name(e) for e in kw["block_shape"].elts)
-            if name == "tl.dot" and len(args) >= 2:
-                a, b = self.of(args[0]), self.of(args[1])
+            if name in ("tl.dot", "tl.dot_scaled") and len(args) >= 2:
+                a, b = self.of(args[0]), self.of(args[3 if name == "tl.dot_scaled" and len(args) >= 4 else 1])
                 return (a[0] if a else 1, b[-1] if b else 1)
             if name == "tl.trans" and args:
                 return tuple(reversed(self.of(args[0])))
@@ -361,7 +363,7 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             t = trips.get(line)
             if t is None:
                 cost.unsized.append(f"loop at line {line}")
-                if c.name == "tl.dot":
+                if c.name in ("tl.dot", "tl.dot_scaled"):
                     lp = loops.get(line)
                     what = f"`{lp.iter.strip()[:40]}`" if lp is not None and lp.iter else "its bound"
                     cost.open_dots.append(f"trip count of the loop at line {line} around tl.dot ({what})")
@@ -380,14 +382,21 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
                 cost.load_bytes[c.line] = cost.load_bytes.get(c.line, 0) + n * nbytes * mult
             if base:
                 cost.elements[base] = cost.elements.get(base, 0) + n * mult
-        elif c.name == "tl.dot" and len(c.args) >= 2:
-            a, b = shapes.parse(c.args[0]), shapes.parse(c.args[1])
+        elif c.name in ("tl.dot", "tl.dot_scaled") and len(c.args) >= (4 if c.name == "tl.dot_scaled" else 2):
+            # tl.dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format): rhs is [K, N], two
+            # e2m1 (fp4) values to a byte along K
+            scaled = c.name == "tl.dot_scaled"
+            a, b = shapes.parse(c.args[0]), shapes.parse(c.args[3] if scaled else c.args[1])
             n = _elements((*a[:1], *b), binds) if a and b else None
             if n is None:
-                cost.unsized.append(f"tl.dot at line {c.line}")
-                cost.open_dots.append(f"operand shapes of tl.dot at line {c.line}")
+                cost.unsized.append(f"{c.name} at line {c.line}")
+                cost.open_dots.append(f"operand shapes of {c.name} at line {c.line}")
                 continue
+            if scaled and "e2m1" in (c.args[5] if len(c.args) > 5 else c.kwargs.get("rhs_format", "")):
+                n *= 2
             cost.dot_flops += 2 * n * mult
+            if scaled:
+                cost.dot_dtype = "float8"  # microscaled fp8/fp4 operands run at the fp8 tensor-core rate (at least)
             if c.loops and cost.dot_trips is None:
                 cost.dot_trips = mult
             if any(dt == "float32" for dt in c.operand_dtypes):
@@ -600,7 +609,7 @@ def estimate(
         verdicts.append(roof)
         found = verdicts + found
     else:
-        has_dot_loop = any(c.name == "tl.dot" and c.in_loop for c in kernel.calls)
+        has_dot_loop = any(c.name in ("tl.dot", "tl.dot_scaled") and c.in_loop for c in kernel.calls)
         found.append(Bottleneck(
             cls=BottleneckClass.compute if has_dot_loop else BottleneckClass.memory,
             rationale=[UNKNOWN_PREFIX + why_unsized(kernel, size, cost) + "; patterns ranked on code evidence"

@@ -902,3 +902,20 @@ def test_a_launch_through_a_kernel_variable_is_each_kernels_launch():
     tuned = next(e.pattern for e in load_library() if e.id == "autotune_configs_keys").present_when
     v = evaluate(tuned, Subject(f, k["scale_kernel"]))
     assert v.ok and v.reasons == ["launch takes `config` from a tuned config (line 32)"]
+
+
+def test_dot_scaled_flops_are_counted():
+    """tl.dot_scaled was a dot for the conditions but not for the estimate: an MX GEMM (sglang's
+    mxfp8 linear) had 0 dot FLOPs and read as memory-bound."""
+    src = GEMM.replace("ORDER", ROW_MAJOR).replace("acc += tl.dot(a, b)", 'acc += tl.dot_scaled(a, None, "e4m3", b, None, "e4m3")')
+    f = extract_source(src, "mx_gemm.py")
+    a = estimate(f, f.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert a.numbers["dot_flops"] == 2 * 4096**3
+    assert a.numbers["ridge_flop_per_byte"] == pytest.approx(H200.ridge("float8"), abs=0.1)
+    fp4 = src.replace('"e4m3")', '"e2m1")')
+    f4 = extract_source(fp4, "mx_gemm.py")
+    assert estimate(f4, f4.kernels[0], H200, {}, inputs=_inputs(4096)).numbers["dot_flops"] == 2 * 2 * 4096**3
+    # sglang passes its [N, K] weight tile as `w.T`
+    t = src.replace('tl.dot_scaled(a, None, "e4m3", b,', 'tl.dot_scaled(a, None, "e4m3", tl.trans(b).T,')
+    ft = extract_source(t, "mx_gemm.py")
+    assert estimate(ft, ft.kernels[0], H200, {}, inputs=_inputs(4096)).numbers["dot_flops"] == 2 * 4096**3
