@@ -919,3 +919,54 @@ def test_dot_scaled_flops_are_counted():
     t = src.replace('tl.dot_scaled(a, None, "e4m3", b,', 'tl.dot_scaled(a, None, "e4m3", tl.trans(b).T,')
     ft = extract_source(t, "mx_gemm.py")
     assert estimate(ft, ft.kernels[0], H200, {}, inputs=_inputs(4096)).numbers["dot_flops"] == 2 * 4096**3
+
+
+ROW_NORM = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    from .utils import calculate_settings
+
+
+    @triton.jit
+    def norm_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        m = tl.sum(x, 0) / n_cols
+        d = x - m
+        v = tl.sum(d * d, 0) / n_cols
+        y = d * tl.rsqrt(v + 1e-6)
+        z = y * 2.0
+        w = z + x
+        u = w * d
+        q = u + y
+        tl.store(y_ptr + row * n_cols + cols, q + z, mask=cols < n_cols)
+
+
+    def norm(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+        norm_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        return y
+''')
+
+
+def test_num_warps_the_replay_cannot_read_is_no_register_estimate():
+    """liger's norms take `BLOCK_SIZE, num_warps = calculate_settings(n_cols)` from another module: the
+    estimate assumed Triton's default 4 warps and called a 4096-wide row norm occupancy-bound by
+    register spills; calculate_settings gives it 8 or 16 warps."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ROW_NORM, "norm.py")
+    inputs = parse_inputs(["x=4096x4096:bf16"])
+    a = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096}, inputs=inputs)
+    assert a.primary.cls == BottleneckClass.memory and BottleneckClass.occupancy not in a.classes
+    assert "registers per thread not estimated: the launch's num_warps=num_warps could not be evaluated" in " ".join(a.primary.rationale)
+    # given, the register estimate is made again
+    b = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096, "num_warps": 4}, inputs=inputs)
+    assert BottleneckClass.occupancy in b.classes
+    c = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096, "num_warps": 16}, inputs=inputs)
+    assert BottleneckClass.occupancy not in c.classes and c.numbers["num_warps"] == 16
