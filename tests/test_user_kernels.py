@@ -161,6 +161,18 @@ def test_agent_review_accept_changes_the_users_file_and_store_only(user: dict) -
     assert "max-rel-err-vs-baseline" in (copy / "patterns" / "library" / PATTERN / "pattern.yaml").read_text()
     assert tree_hashes(LIBRARY_DIR, kernels_dir()) == library_and_kernels
 
+    # the agent home brought back from the GPU machine and unpacked elsewhere: the journal's bundle paths name
+    # the other machine's folder, and the report reads the bundles from the run's own folder here
+    home = Path(user["env"]["PATTERNS_AGENT_HOME"])
+    moved = home.with_name("unpacked-home")
+    shutil.move(home, moved)
+    r = subprocess.run([sys.executable, "-m", "patterns.agent.report", str(moved), "--target", "softmax=mine",
+                        "--out", str(user["dir"] / "report2")], env=user["env"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (rep2,) = json.loads((user["dir"] / "report2" / "report.json").read_text())
+    row2 = next(a for a in rep2["chain"] if a["pattern_id"] == PATTERN)
+    assert row2["checks"] == row["checks"] and str(home) in row2["bundle"]
+
 
 def test_reject_changes_nothing(user: dict) -> None:
     spec_file = init(user, "rmsnorm")
