@@ -1013,6 +1013,36 @@ def _module_jit(ex: "_Extractor", tree: ast.Module) -> None:
                 ex.jit_names.add(stmt.name)
 
 
+def _dispatch_table(tree: ast.Module, kernels: set[str]) -> dict[tuple[str, str], set[str]]:
+    """(host function, variable) -> the kernels a `kernel[grid](...)` launch through that variable may
+    run: `kernel = _hopper_kernel` on one branch, `kernel = select_kernel(M, N, config)` on another,
+    where the selector (any of its definitions) returns a kernel of this file."""
+    returns: dict[str, set[str]] = {}
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    def named(value: ast.expr | None) -> set[str]:
+        if isinstance(value, ast.Name) and value.id in kernels:
+            return {value.id}
+        if isinstance(value, ast.IfExp):
+            return named(value.body) | named(value.orelse)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            return returns.get(value.func.id, set())
+        return set()
+
+    for fn in functions:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Return):
+                returns.setdefault(fn.name, set()).update(named(n.value) if not isinstance(n.value, ast.Call) else set())
+    out: dict[tuple[str, str], set[str]] = {}
+    for fn in functions:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                found = named(n.value)
+                if found:
+                    out.setdefault((fn.name, n.targets[0].id), set()).update(found)
+    return out
+
+
 def _inline_helpers(kernels: list[KernelFacts]) -> None:
     """Make a @triton.jit helper's facts visible at its call sites.
 
@@ -1074,10 +1104,15 @@ def parse(source: str, path: str = "<string>", tree: ast.Module | None = None) -
     _inline_helpers(ex.kernels)
     by_kernel = {k.name: k for k in ex.kernels}
     by_kernel.update({bound: by_kernel[fn] for fn, bound in ex.jit_wrapped.items() if fn in by_kernel})
+    dispatched = None
     for launch in ex.launches:
         target = by_kernel.get(launch.kernel.rsplit(".", 1)[-1])
         if target is not None:
             target.launches.append(launch)
+        elif "." not in launch.kernel:
+            dispatched = dispatched if dispatched is not None else _dispatch_table(tree, set(by_kernel))
+            for name in sorted(dispatched.get((launch.function, launch.kernel), ())):
+                by_kernel[name].launches.append(launch)
     called = {h for k in ex.kernels for h in k.helpers}
     for k in ex.kernels:
         k.device_function = k.returns_value or (k.name in called and not k.launches)
