@@ -70,6 +70,20 @@ export PATTERNS_INDEX_DIR=${PATTERNS_INDEX_DIR:-$PWD/.gpuindex}
 (here=$PWD; cd / && python3 -c 'import sys, patterns.agent; raise SystemExit(not patterns.agent.__file__.startswith(sys.argv[1] + "/"))' "$here") 2>/dev/null \
     || python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit
 DEVICE=${DEVICE:-cuda}
+# the plans the agent will make, here and now: an index made for another library or facts code, or an analysis
+# whose query embedding prepare.sh did not cache, needs chromadb or the encoder, which this machine lacks
+python3 - "$TARGETS" <<'EOF' || exit 2
+import sys
+from patterns.agent.loop import AgentConfig, make_plan, resolve_target
+from patterns.core.ops import load_spec
+
+for t in sys.argv[1].split():
+    try:
+        op, path = resolve_target(f".upstream/{t}/spec.py")
+        make_plan(AgentConfig(op=op, target=path, device="cuda"), load_spec(op))
+    except Exception as exc:  # noqa: BLE001 - one line, then no GPU time is spent
+        sys.exit(f".gpuindex/: the agent cannot plan {t} with it here ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}): run evidence/gpu/h200-upstream/prepare.sh again and carry its .gpuindex/")
+EOF
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv 2>/dev/null || echo "no nvidia-smi"
   git rev-parse HEAD 2>/dev/null || echo "stamp $want"; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'; } > "$RES/gpu.txt"
 
