@@ -15,8 +15,10 @@
 #     TARGETS="fla_kda liger_rope" MAX_STEPS=4 PER_BASELINE=75 PER_TARGET=170 bash evidence/gpu/h200-upstream/run.sh
 #     TARGETS=sglang_decode MAX_STEPS=8 PER_BASELINE=75 PER_TARGET=420 bash evidence/gpu/h200-upstream/run.sh
 # FLA has 4 planned attempts (2 refused by their codemods without a validation) and Liger 2 (one refused), so the
-# first call holds both; SGLang has 13 planned and gets the second call alone. One GPU validation of a spec made by
-# spec init costs about 45-60 s on the H200 (the last run): the candidate is a new file, so Triton compiles it for
+# first call holds both; SGLang has 13 planned and gets the second call alone. In the last H200 run SGLang's baseline
+# validation (4 GPU shapes timed) finished within its 60 s, and the agent's 100 s held the probe, the plan, one timed
+# validation and part of a second: about a minute a validation, most of it compiling. The candidate is a new file, so
+# Triton compiles it (the baseline comes from Triton's cache after the first validation) for
 # every kernel variant the gate runs (the 3 CPU-grid shapes, the GPU shapes, the fresh-shape and non-default-args
 # probes), and the timed inputs go to the gate's child in a file (SGLang's KV pool: B*S slots); prepare.sh keeps 3
 # GPU shapes per target (SGLang's largest is 32k tokens at batch 8, 1 GiB of pool, not batch 32, 4 GiB). The
@@ -28,12 +30,8 @@
 # report.json, report.md, report.log, gpu.txt, agent-<target>.log, baseline-<target>/ (the bundles of the unmodified
 # kernel against itself) and agent-home/ (runs: journals, candidates, bundles; reviews) -- rewritten after every
 # target, so a call cut short still returns what was done; and $OUT/report-<targets>.md, the report alone.
-# Back here, both calls into one report:
-#     mkdir -p /tmp/up && for f in upstream-*.tgz; do tar xzf "$f" -C /tmp/up; done
-#     (cd /tmp/up && mkdir -p all/runs && cp -r */agent-home/runs/* all/runs/)
-#     python -m patterns.agent.report /tmp/up/all --target fused_recurrent_kda_fwd="fla-core 0.6.0 ..." \
-#         --baseline fused_recurrent_kda_fwd=/tmp/up/<tag>/baseline-fla_kda/<bundle>.json ... --out evidence/gpu/h200-upstream
-# (the journals name the GPU machine's folders; the report reads the bundles under each run's own folder).
+# Back here, both calls into one report (this folder's report.json, report.md, agent-<target>.log, gpu-*.txt):
+#     bash evidence/gpu/h200-upstream/merge.sh FILES_AT/upstream-fla_kda+liger_rope.tgz FILES_AT/upstream-sglang_decode.tgz
 #
 # The same path on a CPU (the interpreter; no speed), about 3 minutes:
 #     DEVICE=cpu SHAPES=1 MAX_STEPS=3 PER_BASELINE=300 PER_TARGET=600 BUDGET=3000 OUT=/tmp/out bash evidence/gpu/h200-upstream/run.sh
