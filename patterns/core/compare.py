@@ -103,21 +103,24 @@ def precision_bound(want: torch.Tensor, out_dtype: torch.dtype, accumulation: st
 
 def precision_mismatch(got: Result, precise: Result, want: Result, accumulation: str, terms: int, run_dtype: str) -> tuple[float, Mismatch | None]:
     """(the worst error as a fraction of the bound over all floating outputs, the worst element when
-    it is beyond the bound). `want` (the reference at the run's dtype) gives each output's dtype;
-    elements where the float64 reference is not finite are left to the per-dtype check."""
+    it is beyond the bound). Each output's rounding is its dtype's as returned or as the reference
+    at the run's dtype (`want`) returns it, whichever is coarser (a reference may return an fp32
+    output that the op returns in bf16); elements where the float64 reference is not finite are
+    left to the per-dtype check."""
     worst, at = 0.0, None
     for name, p in precise.items():
         w, g = want.get(name), got.get(name)
         if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (p, w, g)) or g.shape != p.shape:
             continue
         p64 = _f64(p, p.device)
-        bound = precision_bound(p64, w.dtype, accumulation, terms)
+        out_dtype = max((w.dtype, g.dtype), key=unit_roundoff)
+        bound = precision_bound(p64, out_dtype, accumulation, terms)
         err = (_f64(g, p.device) - p64).abs()
         ratio = torch.where(p64.isfinite(), err / bound.clamp_min(1e-300), torch.zeros_like(err))
         ratio = torch.where(ratio.isnan(), torch.full_like(ratio, math.inf), ratio)  # a NaN where the reference is finite
         if ratio.numel() and float(ratio.max()) > worst:
             idx = tuple(int(i) for i in torch.nonzero(ratio == ratio.max())[0])
-            worst, at = float(ratio.max()), (name, idx, w.dtype, float(bound[idx]))
+            worst, at = float(ratio.max()), (name, idx, out_dtype, float(bound[idx]))
     if at is None or worst <= 1.0:
         return worst, None
     name, idx, out_dtype, bound = at
