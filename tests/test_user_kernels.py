@@ -161,6 +161,18 @@ def test_agent_review_accept_changes_the_users_file_and_store_only(user: dict) -
     assert "max-rel-err-vs-baseline" in (copy / "patterns" / "library" / PATTERN / "pattern.yaml").read_text()
     assert tree_hashes(LIBRARY_DIR, kernels_dir()) == library_and_kernels
 
+    # the agent home brought back from the GPU machine and unpacked elsewhere: the journal's bundle paths name
+    # the other machine's folder, and the report reads the bundles from the run's own folder here
+    home = Path(user["env"]["PATTERNS_AGENT_HOME"])
+    moved = home.with_name("unpacked-home")
+    shutil.move(home, moved)
+    r = subprocess.run([sys.executable, "-m", "patterns.agent.report", str(moved), "--target", "softmax=mine",
+                        "--out", str(user["dir"] / "report2")], env=user["env"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (rep2,) = json.loads((user["dir"] / "report2" / "report.json").read_text())
+    row2 = next(a for a in rep2["chain"] if a["pattern_id"] == PATTERN)
+    assert row2["checks"] == row["checks"] and str(home) in row2["bundle"]
+
 
 def test_reject_changes_nothing(user: dict) -> None:
     spec_file = init(user, "rmsnorm")
@@ -219,6 +231,38 @@ def test_bad_input_is_one_line_naming_the_file(user: dict) -> None:
     one_line_error(cli(user, "agent", spec_file, "--device", "cpu"), "softmax.py: the launcher softmax cannot be called", "TypeError")
     # a kernel file the agent cannot place, with the way out in the message
     one_line_error(cli(user, "agent", "softmax.py", "--device", "cpu"), "softmax.py: cannot tell which op it implements", "patterns spec init")
+
+
+def test_an_inplace_input_the_reference_leaves_alone_is_refused(user: dict) -> None:
+    """Liger's rope_forward on the H200 (issue #16): q and k declared --inplace, a reference that returns
+    new tensors. The gate compares an in-place input as each side's copy holds it after the call, so the
+    expected k was the unrotated input, and where the launcher rotates k in its own memory (one KV head)
+    the unmodified upstream kernel failed against itself. spec init now refuses that declaration."""
+    d = user["dir"]
+    for f in ("scale_heads.py", "scale_heads_ref.py"):
+        shutil.copy(HERE / f, d / f)
+    args = ["scale_heads.py", "--reference-file", "scale_heads_ref.py", "--shape", "x=H,N,D", "--shape", "weight=D",
+            "--dtype", "weight=float32", "--cpu-shape", "H=1,N=5,D=8", "--cpu-shape", "H=3,N=7,D=9", "--gpu-shape", "H=8,N=4096,D=128"]
+    r = cli(user, "spec", "init", *args, "--inplace", "x")
+    one_line_error(r, "scale_heads_ref.py: the reference leaves in-place input x as it was (the launcher writes it)", "--scratch",
+                   "shape H=1,N=5,D=8")
+    assert not (d / "spec.py").exists()
+    # the launcher's writes to x are memory it returns views of: --scratch, and the gate passes the kernel against itself
+    r = cli(user, "spec", "init", *args, "--scratch", "x")
+    assert r.returncode == 0, r.stderr
+    r = cli(user, "validate", "spec.py", "--device", "cpu", "--out", "ev", "--format", "json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    checks = json.loads(r.stdout)["checks"]
+    assert sorted(c["shape"]["H"] for c in checks if c["name"] == "correctness" and c["passed"]) == [1, 1, 3, 3]
+    # what the H200 ran: the same kernel with x declared in place fails against itself, and the gate says the
+    # baseline disagrees with the reference at x (the spec is wrong, not a candidate)
+    text = (d / "spec.py").read_text()
+    assert "scratch=('x',)" in text
+    (d / "spec.py").write_text(text.replace("scratch=('x',)", "inplace=('x',)"))
+    r = cli(user, "validate", "spec.py", "--device", "cpu", "--out", "ev2", "--format", "json")
+    assert r.returncode == 1, r.stderr[-2000:]
+    failed = [c for c in json.loads(r.stdout)["checks"] if c["passed"] is False and c["name"] == "baseline-vs-reference"]
+    assert failed and all(c["shape"]["H"] == 1 and "x[" in c["reason"] for c in failed), failed
 
 
 def test_report_verdicts() -> None:

@@ -551,6 +551,24 @@ def host_calls(s: Subject, *, name: list[str], kwarg: str | None = None, kwarg_v
     return _hit(hits, f"host call {'/'.join(sorted({c.name for c in hits})) or readable(name)}", min_count)
 
 
+@predicate()
+def launch_host_calls(s: Subject, *, name: list[str], min_count: int = 1) -> Verdict:
+    """The host function that launches this kernel calls one of `name` before the launch or in a loop
+    around it: the call delays or feeds this launch (a sync elsewhere in the file delays other kernels)."""
+    k = _kernel(s)
+    hits = []
+    for la in k.launches:
+        for c in s.file.host_calls:
+            if c.function != la.function or not _matches_any(c.name, name):
+                continue
+            if c.line < la.line or set(c.loops) & set(la.loops):
+                hits.append(c)
+    hits = list({c.line: c for c in hits}.values())
+    if len(hits) >= min_count:
+        return _hit(hits, f"launcher calls {'/'.join(sorted({c.name.lstrip('.') for c in hits}))} before the launch", min_count)
+    return Verdict(ok=False, reasons=[f"no {readable(name)} in the launcher before this kernel's launch"])
+
+
 @predicate(scope="file")
 def file_imports(s: Subject, *, modules: list[str]) -> Verdict:
     """The file imports one of `modules` (regular expressions over full module paths)."""
