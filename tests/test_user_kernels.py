@@ -187,6 +187,23 @@ def test_reject_changes_nothing(user: dict) -> None:
     assert json.loads(cli(user, "review", "list", "--status", "rejected", "--op", spec_file, "--format", "json").stdout)[0]["id"] == item["id"]
 
 
+def test_spec_init_declares_the_accumulation(user: dict) -> None:
+    """--accumulation and --reduction reach the spec (the gate's precision bound); the defaults write neither."""
+    kernel, ref, args, _ = KERNELS["rmsnorm"]
+    r = cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "acc_spec.py", "--no-check",
+            "--accumulation", "tf32", "--reduction", "D")
+    assert r.returncode == 0, r.stderr
+    spec = load_spec(str(user["dir"] / "acc_spec.py"))
+    assert (spec.accumulation, spec.reduction, spec.reduction_length({"N": 3, "D": 127})) == ("tf32", "D", 127)
+    plain = load_spec(str(init(user, "rmsnorm")))
+    assert (plain.accumulation, plain.reduction, plain.reduction_length({"N": 3, "D": 127})) == ("float32", None, 127)
+    one_line_error(cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "x.py", "--accumulation", "int8"),
+                   "--accumulation: int8: not one of float64, float32, tf32, float16, bfloat16")
+    one_line_error(cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "x.py", "--reduction", "K"),
+                   "--reduction: K: not a dimension of the shapes (N, D)")
+    assert not (user["dir"] / "x.py").exists()
+
+
 def test_bad_input_is_one_line_naming_the_file(user: dict) -> None:
     d = user["dir"]
     # a launcher the spec's inputs cannot call: it unpacks a 2-D shape, the spec gives x three dimensions
