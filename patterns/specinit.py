@@ -38,6 +38,7 @@ from typing import Any
 
 from patterns.core import files
 from patterns.core.ops import OpError
+from patterns.core.opspec import ACCUMULATION
 
 # parameters that split the work into partitions (the partition check's axis)
 SPLIT_PARAM = re.compile(r"^(num_?(kv_?)?splits?|n_?splits?|split_?k|num_?partitions?|kv_?splits)$", re.IGNORECASE)
@@ -82,6 +83,8 @@ class Request:
     cpu_shapes: tuple[dict[str, int], ...] = ()
     inplace: tuple[str, ...] = ()
     scratch: tuple[str, ...] = ()
+    accumulation: str = "float32"  # the dtype its sums must accumulate in (OpSpec.accumulation)
+    reduction: str | None = None  # the dimension its sums run over (OpSpec.reduction)
     out: Path | None = None
     force: bool = False
 
@@ -313,6 +316,10 @@ def render(req: Request) -> tuple[Path, str]:
     if not req.cpu_shapes and not req.gpu_shapes:
         raise SpecError(f"{kernel}: no sizes: give --gpu-shape {','.join(f'{s}=...' for s in symbols) or 'N=...'} (the CPU grid is derived) or --cpu-shape")
     shapes = req.cpu_shapes or cpu_grid(symbols, req.gpu_shapes)
+    if req.accumulation not in ACCUMULATION:
+        raise SpecError(f"--accumulation: {req.accumulation}: not one of {', '.join(ACCUMULATION)}")
+    if req.reduction is not None and any(req.reduction not in s for s in shapes):
+        raise SpecError(f"--reduction: {req.reduction}: not a dimension of the shapes ({', '.join(shapes[0]) or 'none'})")
 
     outputs = launcher.outputs
     inplace = tuple(req.inplace)
@@ -376,6 +383,10 @@ def render(req: Request) -> tuple[Path, str]:
         body.append(f"    scratch={tuple(req.scratch)!r},")
     if split:
         body.append(f"    partition=split_partition({split!r}, (1, 2, 3, 4), TOLERANCE),")
+    if req.accumulation != "float32":
+        body.append(f"    accumulation={req.accumulation!r},")
+    if req.reduction is not None:
+        body.append(f"    reduction={req.reduction!r},")
     body += model + [")", ""]
     return out, "\n".join(lines + body)
 

@@ -161,6 +161,18 @@ def test_agent_review_accept_changes_the_users_file_and_store_only(user: dict) -
     assert "max-rel-err-vs-baseline" in (copy / "patterns" / "library" / PATTERN / "pattern.yaml").read_text()
     assert tree_hashes(LIBRARY_DIR, kernels_dir()) == library_and_kernels
 
+    # the agent home brought back from the GPU machine and unpacked elsewhere: the journal's bundle paths name
+    # the other machine's folder, and the report reads the bundles from the run's own folder here
+    home = Path(user["env"]["PATTERNS_AGENT_HOME"])
+    moved = home.with_name("unpacked-home")
+    shutil.move(home, moved)
+    r = subprocess.run([sys.executable, "-m", "patterns.agent.report", str(moved), "--target", "softmax=mine",
+                        "--out", str(user["dir"] / "report2")], env=user["env"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (rep2,) = json.loads((user["dir"] / "report2" / "report.json").read_text())
+    row2 = next(a for a in rep2["chain"] if a["pattern_id"] == PATTERN)
+    assert row2["checks"] == row["checks"] and str(home) in row2["bundle"]
+
 
 def test_reject_changes_nothing(user: dict) -> None:
     spec_file = init(user, "rmsnorm")
@@ -173,6 +185,23 @@ def test_reject_changes_nothing(user: dict) -> None:
     assert r.returncode == 0 and f"rejected {item['id']}" in r.stdout, r.stderr
     assert tree_hashes(*watched) == before and not user["evidence"].exists()
     assert json.loads(cli(user, "review", "list", "--status", "rejected", "--op", spec_file, "--format", "json").stdout)[0]["id"] == item["id"]
+
+
+def test_spec_init_declares_the_accumulation(user: dict) -> None:
+    """--accumulation and --reduction reach the spec (the gate's precision bound); the defaults write neither."""
+    kernel, ref, args, _ = KERNELS["rmsnorm"]
+    r = cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "acc_spec.py", "--no-check",
+            "--accumulation", "tf32", "--reduction", "D")
+    assert r.returncode == 0, r.stderr
+    spec = load_spec(str(user["dir"] / "acc_spec.py"))
+    assert (spec.accumulation, spec.reduction, spec.reduction_length({"N": 3, "D": 127})) == ("tf32", "D", 127)
+    plain = load_spec(str(init(user, "rmsnorm")))
+    assert (plain.accumulation, plain.reduction, plain.reduction_length({"N": 3, "D": 127})) == ("float32", None, 127)
+    one_line_error(cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "x.py", "--accumulation", "int8"),
+                   "--accumulation: int8: not one of float64, float32, tf32, float16, bfloat16")
+    one_line_error(cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "x.py", "--reduction", "K"),
+                   "--reduction: K: not a dimension of the shapes (N, D)")
+    assert not (user["dir"] / "x.py").exists()
 
 
 def test_bad_input_is_one_line_naming_the_file(user: dict) -> None:
