@@ -14,6 +14,12 @@ def torch_dtype(name: str) -> torch.dtype:
     return dtype
 
 
+def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    """`t` in float32, or as it is when wider: a reference given float64 inputs computes in float64
+    (the gate's precision check, patterns.core.compare.precise_result)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 def itemsize(name: str) -> int:
     return torch.empty((), dtype=torch_dtype(name)).element_size()
 

@@ -611,6 +611,8 @@ def spec_init_cmd(
     cpu_shape: list[str] = typer.Option([], "--cpu-shape", help="sizes checked under the interpreter (repeat; default: small odd sizes derived from the GPU shapes)"),
     inplace: list[str] = typer.Option([], "--inplace", help="an input the launcher writes (an output buffer, a state), compared as an output (repeat)"),
     scratch: list[str] = typer.Option([], "--scratch", help="an input the launcher may overwrite as working memory, not compared (repeat)"),
+    accumulation: str = typer.Option("float32", "--accumulation", help="the dtype its sums must accumulate in: results are held to a float64 reference within what it allows"),
+    reduction: Optional[str] = typer.Option(None, "--reduction", help="the dimension its sums run over (default: the shape's largest size)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="where to write the spec (default: spec.py beside KERNEL.py)"),
     force: bool = typer.Option(False, "--force", help="replace an existing spec"),
     check: bool = typer.Option(True, "--check/--no-check", help="call the reference and the launcher once on the smallest CPU shape (child process, time limit)"),
@@ -639,7 +641,8 @@ def spec_init_cmd(
         values[name] = _parse_value(text)
     req = Request(kernel=kernel_file, launcher=kernel, reference=reference, reference_file=reference_file, shapes=dims,
                   dtypes=tuple(grid), gpu_dtypes=tuple(gpu_dtype), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
-                  cpu_shapes=_sizes(cpu_shape, "--cpu-shape"), inplace=tuple(inplace), scratch=tuple(scratch), out=out, force=force)
+                  cpu_shapes=_sizes(cpu_shape, "--cpu-shape"), inplace=tuple(inplace), scratch=tuple(scratch),
+                  accumulation=accumulation, reduction=reduction, out=out, force=force)
     with err_console.status(f"checking {kernel_file.name} against its reference…"):
         path = init_spec(req, check=check)
     console.print(f"wrote {path}" + (" (checked: reference and launcher agree on the outputs' shapes)" if check else " (not checked)"), highlight=False, soft_wrap=True)

@@ -16,8 +16,12 @@ CPU grid of small odd sizes (from `--cpu-shape`, else derived from the GPU
 shapes), the GPU shapes, per-dtype tolerances, and a partition check when the
 launcher has a split parameter. It is then checked in a child process with a
 time limit: the reference and the launcher are called once on the smallest
-CPU shape and must return the same outputs with the same shapes; any problem
-is one line naming the file, exit 2. The gate itself (`patterns validate
+CPU shape and must return the same outputs with the same shapes, and the
+reference must update every `--inplace` input in place (the gate compares an
+in-place input as each side's own copy holds it after the call: a reference
+that leaves it as it was expects the input unchanged; what a launcher only
+writes as memory, or returns views of, is `--scratch`); any problem is one
+line naming the file, exit 2. The gate itself (`patterns validate
 SPEC.py`) is what judges correctness on the whole grid.
 """
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 from patterns.core import files
 from patterns.core.ops import OpError
+from patterns.core.opspec import ACCUMULATION
 
 # parameters that split the work into partitions (the partition check's axis)
 SPLIT_PARAM = re.compile(r"^(num_?(kv_?)?splits?|n_?splits?|split_?k|num_?partitions?|kv_?splits)$", re.IGNORECASE)
@@ -78,6 +83,8 @@ class Request:
     cpu_shapes: tuple[dict[str, int], ...] = ()
     inplace: tuple[str, ...] = ()
     scratch: tuple[str, ...] = ()
+    accumulation: str = "float32"  # the dtype its sums must accumulate in (OpSpec.accumulation)
+    reduction: str | None = None  # the dimension its sums run over (OpSpec.reduction)
     out: Path | None = None
     force: bool = False
 
@@ -309,6 +316,10 @@ def render(req: Request) -> tuple[Path, str]:
     if not req.cpu_shapes and not req.gpu_shapes:
         raise SpecError(f"{kernel}: no sizes: give --gpu-shape {','.join(f'{s}=...' for s in symbols) or 'N=...'} (the CPU grid is derived) or --cpu-shape")
     shapes = req.cpu_shapes or cpu_grid(symbols, req.gpu_shapes)
+    if req.accumulation not in ACCUMULATION:
+        raise SpecError(f"--accumulation: {req.accumulation}: not one of {', '.join(ACCUMULATION)}")
+    if req.reduction is not None and any(req.reduction not in s for s in shapes):
+        raise SpecError(f"--reduction: {req.reduction}: not a dimension of the shapes ({', '.join(shapes[0]) or 'none'})")
 
     outputs = launcher.outputs
     inplace = tuple(req.inplace)
@@ -372,6 +383,10 @@ def render(req: Request) -> tuple[Path, str]:
         body.append(f"    scratch={tuple(req.scratch)!r},")
     if split:
         body.append(f"    partition=split_partition({split!r}, (1, 2, 3, 4), TOLERANCE),")
+    if req.accumulation != "float32":
+        body.append(f"    accumulation={req.accumulation!r},")
+    if req.reduction is not None:
+        body.append(f"    reduction={req.reduction!r},")
     body += model + [")", ""]
     return out, "\n".join(lines + body)
 
@@ -450,8 +465,9 @@ def _probe_here(spec_path: str, device: str = "cpu", baseline: str | None = None
         inputs = spec.make_inputs(dict(shape), dtype, spec.seeds[0], device)
     except Exception as exc:  # noqa: BLE001 - the user's code
         return f"{spec_path}: make_inputs failed at {where}: {type(exc).__name__}: {_first(exc)}"
+    ref_args = clone_inputs(inputs)  # the reference's own copy: its in-place inputs are read from it after the call
     try:
-        want = collect(spec, reference(**clone_inputs(inputs)), clone_inputs(inputs))
+        want = collect(spec, reference(**ref_args), ref_args)
     except ResultError as exc:
         return f"{ref_file}: the reference {exc} ({where})"
     except Exception as exc:  # noqa: BLE001
@@ -468,7 +484,25 @@ def _probe_here(spec_path: str, device: str = "cpu", baseline: str | None = None
         ws, gs = getattr(w, "shape", None), getattr(g, "shape", None)
         if ws is not None and tuple(ws) != tuple(gs or ()):
             return f"{ref_file}: the reference's output {name} has shape {tuple(ws)}, the launcher's {tuple(gs) if gs is not None else type(g).__name__} ({where})"
+    for name in spec.inplace:
+        # an in-place input is compared as each side's own copy holds it after the call: a reference
+        # that returns new tensors and leaves it as it was makes the unchanged input the expected value
+        before = inputs.get(name)
+        if _same(ref_args.get(name), before):
+            writes = " (the launcher writes it)" if not _same(args.get(name), before) else ""
+            return (f"{ref_file}: the reference leaves in-place input {name} as it was{writes}: the gate compares an in-place "
+                    f"input after the call, so the reference must update {name} in place; declare it --scratch instead if the "
+                    f"launcher only uses its memory (working memory, or returned views of it) ({where})")
     return ""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two tensors with the same shape and bits (NaN equal to NaN); False for anything but two tensors."""
+    import torch
+
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(a.nan_to_num(0.5), b.nan_to_num(0.5)) and torch.equal(a.isnan(), b.isnan())) if a.is_floating_point() else bool(torch.equal(a, b))
 
 
 def _first(exc: BaseException) -> str:

@@ -41,6 +41,9 @@ class LaunchSize:
     tensors: dict[str, Tensor] = field(default_factory=dict)  # pointer params bound to a --input tensor
     num_warps: int = 4
     num_stages: int = 3
+    # the launch passes num_warps as something the replay cannot evaluate (`BLOCK, num_warps =
+    # calculate_settings(n)` in another module): Triton's default of 4 is then no estimate
+    num_warps_unknown: str = ""
     assumptions: list[str] = field(default_factory=list)
     unknown: set[str] = field(default_factory=set)  # names the user can give (--shape NAME=, --input NAME=)
     unreplayable: list[str] = field(default_factory=list)  # what no name can fix: helpers, comprehensions
@@ -57,10 +60,24 @@ def _missing(size: LaunchSize, expr: str, env: dict, exc: Unknown, assigned: set
         size.unreplayable.append(f"{what} `{expr.strip()[:48]}` ({exc})")
 
 
+def sized_launch(facts: FileFacts, kernel: KernelFacts):
+    """The launch the estimate sizes: the first whose grid reads some name. A grid of literals
+    (`kernel[(2 * 2,)](...)` in a once-per-device self-check or a warm-up) is a fixed launch whatever
+    the user's sizes; it is sized only when no other launch exists."""
+    for la in kernel.launches:
+        grid = la.grid
+        assigns = facts.host_assigns.get(la.function, {})
+        if grid in assigns:
+            grid = assigns[grid][1]
+        if free_names(grid, {}) or re.search(r"\b[A-Za-z_]\w*\s*\(", grid):
+            return la
+    return kernel.launches[0] if kernel.launches else None
+
+
 def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], inputs: dict[str, Tensor] | None = None) -> LaunchSize:
     size = LaunchSize()
     inputs = dict(inputs or {})
-    launch = kernel.launches[0] if kernel.launches else None
+    launch = sized_launch(facts, kernel)
     env: dict = {**shapes, **inputs}
     params = [p.name for p in kernel.params]
     if launch is not None:
@@ -90,7 +107,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
                 try:
                     setattr(size, name, int(safe_eval(expr, env)))
                 except (Unknown, TypeError, ValueError):
-                    pass
+                    if name == "num_warps":
+                        size.num_warps_unknown = expr.strip()
             elif name in params:
                 _bind(size, env, name, expr)
     for name, value in shapes.items():
@@ -216,6 +234,8 @@ class _Shapes:
             return self.of(n.operand)
         if isinstance(n, ast.IfExp):
             return _broadcast(self.of(n.body), self.of(n.orelse))
+        if isinstance(n, ast.Attribute) and n.attr == "T":  # `w.T`: tl.trans
+            return tuple(reversed(self.of(n.value)))
         if isinstance(n, ast.Subscript):
             base = self.of(n.value)
             idx = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
@@ -240,8 +260,8 @@ class _Shapes:
                     return tuple(_size_name(e) for e in shape.elts)
             if name == "tl.make_block_ptr" and "block_shape" in kw and isinstance(kw["block_shape"], (ast.List, ast.Tuple)):
                 return tuple(_size_name(e) for e in kw["block_shape"].elts)
-            if name == "tl.dot" and len(args) >= 2:
-                a, b = self.of(args[0]), self.of(args[1])
+            if name in ("tl.dot", "tl.dot_scaled") and len(args) >= 2:
+                a, b = self.of(args[0]), self.of(args[3 if name == "tl.dot_scaled" and len(args) >= 4 else 1])
                 return (a[0] if a else 1, b[-1] if b else 1)
             if name == "tl.trans" and args:
                 return tuple(reversed(self.of(args[0])))
@@ -318,6 +338,9 @@ class BodyCost:
     elements: dict[str, int] = field(default_factory=dict)  # pointer param -> elements loaded/stored per program
     load_bytes: dict[int, float] = field(default_factory=dict)  # line of a tl.load -> bytes per program
     dot_trips: int | None = None  # iterations of the loops around the first in-loop tl.dot
+    # what leaves the FLOP count open: tl.dot calls whose operands could not be sized, and loops of
+    # unknown trip count around a tl.dot (counted once, they turn a K or KV loop into one step)
+    open_dots: list[str] = field(default_factory=list)
 
 
 def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], default_bytes: int) -> BodyCost:
@@ -344,6 +367,10 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
             t = trips.get(line)
             if t is None:
                 cost.unsized.append(f"loop at line {line}")
+                if c.name in ("tl.dot", "tl.dot_scaled"):
+                    lp = loops.get(line)
+                    what = f"`{lp.iter.strip()[:40]}`" if lp is not None and lp.iter else "its bound"
+                    cost.open_dots.append(f"trip count of the loop at line {line} around tl.dot ({what})")
                 t = 1
             mult *= t
         if c.name in ("tl.load", "tl.store") and c.args:
@@ -359,13 +386,21 @@ def body_cost(kernel: KernelFacts, binds: dict, elem_bytes: dict[str, int], defa
                 cost.load_bytes[c.line] = cost.load_bytes.get(c.line, 0) + n * nbytes * mult
             if base:
                 cost.elements[base] = cost.elements.get(base, 0) + n * mult
-        elif c.name == "tl.dot" and len(c.args) >= 2:
-            a, b = shapes.parse(c.args[0]), shapes.parse(c.args[1])
+        elif c.name in ("tl.dot", "tl.dot_scaled") and len(c.args) >= (4 if c.name == "tl.dot_scaled" else 2):
+            # tl.dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format): rhs is [K, N], two
+            # e2m1 (fp4) values to a byte along K
+            scaled = c.name == "tl.dot_scaled"
+            a, b = shapes.parse(c.args[0]), shapes.parse(c.args[3] if scaled else c.args[1])
             n = _elements((*a[:1], *b), binds) if a and b else None
             if n is None:
-                cost.unsized.append(f"tl.dot at line {c.line}")
+                cost.unsized.append(f"{c.name} at line {c.line}")
+                cost.open_dots.append(f"operand shapes of {c.name} at line {c.line}")
                 continue
+            if scaled and "e2m1" in (c.args[5] if len(c.args) > 5 else c.kwargs.get("rhs_format", "")):
+                n *= 2
             cost.dot_flops += 2 * n * mult
+            if scaled:
+                cost.dot_dtype = "float8"  # microscaled fp8/fp4 operands run at the fp8 tensor-core rate (at least)
             if c.loops and cost.dot_trips is None:
                 cost.dot_trips = mult
             if any(dt == "float32" for dt in c.operand_dtypes):
@@ -491,7 +526,9 @@ def estimate(
             numel, p, per = max(cover)
             size.programs = max(1, -(-numel // per))
             size.assumptions.append(f"grid inferred: {size.programs} programs cover {p}'s {numel} elements at {per} per program")
-    sized = size.programs is not None and (cost.bytes > 0 or cost.dot_flops > 0)
+    # a tl.dot whose FLOPs stay open cannot be placed on the roofline: its bytes alone would call a
+    # prefill attention or a GEMM whose K loop is unknown memory-bound
+    sized = size.programs is not None and (cost.bytes > 0 or cost.dot_flops > 0) and not cost.open_dots
 
     subject = Subject(facts, kernel)
     numerics = evaluate(_NUMERICS, subject)
@@ -560,7 +597,10 @@ def estimate(
             why = (f"grid of {programs} programs fills {fill:.0%} of {hw.sm_count} SMs" if fill < 0.5 else
                    f"{waves:.2f} waves: the last wave runs {waves - math.floor(waves):.0%} full")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[why]))
-        if regs_per_thread >= 255:
+        if regs_per_thread >= 255 and size.num_warps_unknown and not (kernel.autotune and kernel.autotune.configs):
+            size.assumptions.append(f"registers per thread not estimated: the launch's num_warps={size.num_warps_unknown} "
+                                    "could not be evaluated (give the names it reads with --shape)")
+        elif regs_per_thread >= 255:
             what = (f"tiles of {cost.largest_tile} elements" if regs_2d >= regs_1d else
                     f"{cost.tensors_1d} 1-D block value(s) of {cost.block_1d} elements")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[
@@ -576,7 +616,7 @@ def estimate(
         verdicts.append(roof)
         found = verdicts + found
     else:
-        has_dot_loop = any(c.name == "tl.dot" and c.in_loop for c in kernel.calls)
+        has_dot_loop = any(c.name in ("tl.dot", "tl.dot_scaled") and c.in_loop for c in kernel.calls)
         found.append(Bottleneck(
             cls=BottleneckClass.compute if has_dot_loop else BottleneckClass.memory,
             rationale=[UNKNOWN_PREFIX + why_unsized(kernel, size, cost) + "; patterns ranked on code evidence"
@@ -625,6 +665,9 @@ def why_unsized(kernel: KernelFacts, size: LaunchSize, cost: BodyCost) -> str:
         parts.append("cannot replay " + "; ".join(size.unreplayable[:2]))
     if not kernel.launches and size.programs is None:
         parts.append("no launch in this file: give the kernel's pointer arguments as --input PARAM=D0xD1:DTYPE to infer the grid")
+    elif size.programs is not None and cost.open_dots:
+        shown = list(dict.fromkeys(cost.open_dots))
+        parts.append("grid sized, tl.dot FLOPs not: " + "; ".join(shown[:2]) + (f" (+{len(shown) - 2} more)" if len(shown) > 2 else ""))
     elif size.programs is not None and not (cost.bytes or cost.dot_flops):
         blocks = sorted({u.split(" at ")[0] for u in cost.unsized})
         parts.append("grid sized, body not: " + (", ".join(cost.unsized[:3]) if cost.unsized else "no load, store or tl.dot") + (

@@ -64,6 +64,7 @@ HONEST = {
     "rowdot": [ROOT / "tests" / "candidates" / "honest_rowdot.py", ROOT / "tests" / "validation_op" / "baseline.py"],
     "kda_decode": [ROOT / "kernels" / "kda_decode" / "baseline.py", *sorted((ROOT / "evidence" / "gpu" / "h200-kda_decode").glob("candidate-*.py"))],
     "rmsnorm_gate": [ROOT / "kernels" / "rmsnorm_gate" / "baseline.py"],
+    "rowdot_fp16": [ROOT / "tests" / "candidates" / "honest_rowdot.py", ROOT / "tests" / "validation_op" / "baseline.py"],
 }
 
 

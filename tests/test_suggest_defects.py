@@ -633,3 +633,401 @@ def test_review_show_prints_a_diff_git_apply_accepts(env, tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     check = subprocess.run(["git", "apply", "--check", "-v", "-"], input=out.stdout, cwd=repo, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+PID_WRAPPERS = _src('''
+    import triton
+    import triton.language as tl
+
+    from ..utils import triton_lang_extension as tle
+
+
+    @triton.jit
+    def pid64(axis):
+        return tl.program_id(axis).to(tl.int64)
+
+
+    @triton.jit
+    def imported_kernel(x_ptr, y_ptr, n, TILE_M: tl.constexpr):
+        pid_m = tle.program_id(0)
+        offs = pid_m * TILE_M + tl.arange(0, TILE_M)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+    @triton.jit
+    def local_kernel(x_ptr, y_ptr, n, TILE_M: tl.constexpr):
+        pid_m = pid64(0)
+        offs = pid_m * TILE_M + tl.arange(0, TILE_M)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+''')
+
+
+def test_program_id_through_wrappers_is_the_program_id():
+    """flag_gems takes every program id through `tle.program_id(0)` (a @triton.jit wrapper returning
+    `tl.program_id(axis).to(tl.int64)`): no tile index was seen, and persistent_tile_loop was gated out
+    on its GEMMs."""
+    from patterns.core.predicates import Subject, evaluate
+    from patterns.core.schema import Condition
+
+    f = extract_source(PID_WRAPPERS, "wrapped.py")
+    tiles = Condition.model_validate({"tiles_axis_by_program": {"block_param": ["TILE_M"]}})
+    for name in ("imported_kernel", "local_kernel"):
+        k = next(k for k in f.kernels if k.name == name)
+        assert [c.name for c in k.calls if "program" in c.name] == ["tl.program_id"]
+        assert k.pid_deps["offs"] == [0]
+        v = evaluate(tiles, Subject(f, k))
+        assert v.ok and v.lines == [15 if name == "imported_kernel" else 22]
+
+
+HELPER_LOOP = _src('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _load_kv(ptrs):
+        return tl.load(ptrs)
+
+
+    @triton.jit
+    def _attn_inner(acc, q, k_ptrs, n_kv, BLOCK_N: tl.constexpr):
+        for start in range(0, n_kv, BLOCK_N):
+            k = _load_kv(k_ptrs + start)
+            acc += tl.dot(q, k)
+        return acc
+
+
+    @triton.jit
+    def attn_kernel(q_ptr, k_ptr, o_ptr, n_kv, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        q = tl.load(q_ptr + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :])
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _attn_inner(acc, q, k_ptr, n_kv, BLOCK_N)
+        tl.store(o_ptr + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc)
+''')
+
+
+def test_loops_of_helpers_are_the_kernels_loops():
+    """lmdeploy's prefill attention runs its KV loop in `_prefill_fwd_inner` and loads through
+    `_load_kv`: the kernel had no loop, so no loop predicate held and warp_specialization (a loop calling
+    tl.dot and a load) was gated out on a compute-bound attention."""
+    from patterns.core.predicates import Subject, evaluate
+    from patterns.core.schema import Condition
+
+    f = extract_source(HELPER_LOOP, "attn.py")
+    k = next(k for k in f.kernels if k.name == "attn_kernel")
+    assert [(lp.line, lp.via, lp.depth) for lp in k.loops] == [(12, "_attn_inner", 0)]
+    cond = Condition.model_validate({"loop_calls": {"each_of": [["tl\\.dot"], [".*\\.load", "tl\\.load"]]}})
+    v = evaluate(cond, Subject(f, k))
+    assert v.ok and v.lines == [12]
+    helper = next(k for k in f.kernels if k.name == "_attn_inner")
+    assert [lp.via for lp in helper.loops] == [""]
+
+
+def _ragged_k_gemm():
+    src = (GEMM.replace("ORDER", ROW_MAJOR)
+           .replace("def matmul_kernel(a_ptr, b_ptr, c_ptr,", "def matmul_kernel(a_ptr, b_ptr, c_ptr, k_lens_ptr,")
+           .replace("for k in range(0, tl.cdiv(K, BLOCK_K)):", "k_len = tl.load(k_lens_ptr + pid_m)\n    for k in range(0, tl.cdiv(k_len, BLOCK_K)):")
+           .replace("def matmul(a, b):", "def matmul(a, b, k_lens):")
+           .replace("matmul_kernel[grid](a, b, c,", "matmul_kernel[grid](a, b, c, k_lens,"))
+    return extract_source(src, "ragged_gemm.py")
+
+
+def test_dot_flops_left_open_are_not_a_roofline_verdict():
+    """With inputs, a GEMM whose K loop bound is read from memory (and an attention whose tl.dot operands
+    come through a helper) had its loop counted once and its dot FLOPs as 0: torchao's and lmdeploy's
+    compute-bound kernels were called memory-bound from their bytes alone."""
+    f = _ragged_k_gemm()
+    a = estimate(f, f.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert not a.measured and "flops" not in a.numbers
+    assert a.primary.cls == BottleneckClass.compute  # the unsized guess for a tl.dot loop
+    why = a.primary.rationale[0]
+    assert "grid sized, tl.dot FLOPs not: trip count of the loop at line 21 around tl.dot (`range(0, tl.cdiv(k_len, BLOCK_K))`)" in why
+    # the same GEMM with its K from the launcher is still sized, and compute-bound on its numbers
+    g = _gemm(ROW_MAJOR)
+    b = estimate(g, g.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert b.measured and b.numbers["dot_flops"] == 2 * 4096**3
+
+
+SELF_CHECK = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    def _self_check():
+        x = torch.randn(200)
+        y = torch.empty_like(x)
+        scale_kernel[(2 * 2,)](x, y, 200, BLOCK=64)
+        return torch.equal(y, x * 2)
+
+
+    def scale(x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+''')
+
+
+def test_a_fixed_self_check_launch_is_not_the_one_sized():
+    """unsloth's fp8 GEMM is launched once per device on a 200x256x400 self-check with grid (2 * 2,)
+    before its real launch: the estimate sized the check and called a 4096³ GEMM occupancy-bound
+    (4 programs fill 3% of the SMs)."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(SELF_CHECK, "scale.py")
+    k = f.kernels[0]
+    assert [la.line for la in k.launches] == [15, 22]
+    a = estimate(f, k, H200, {}, inputs=parse_inputs(["x=4096x4096:bf16"]))
+    assert a.numbers["programs"] == 4096 * 4096 // 1024
+    assert a.primary.cls == BottleneckClass.memory
+
+
+HOST_TRIGGERS = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def row_softmax_kernel(x_ptr, y_ptr, lens_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        n = tl.load(lens_ptr + row)
+        m = float("-inf")
+        for start in range(0, n, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n, other=float("-inf"))
+            m = tl.maximum(m, tl.max(tl.exp(x), 0))
+        tl.store(y_ptr + row, m)
+
+
+    def softmax_rows(x, lens):
+        x = x.contiguous()
+        y = torch.empty(x.shape[0], device=x.device)
+        row_softmax_kernel[(x.shape[0],)](x, y, lens, x.shape[1], BLOCK=1024)
+        return y
+
+
+    def gathered_rows(cache, rows, lens):
+        x = cache[rows].contiguous()
+        y = torch.empty(x.shape[0], device=x.device)
+        row_softmax_kernel[(x.shape[0],)](x, y, lens, x.shape[1], BLOCK=1024)
+        return y
+
+
+    def report(y):
+        return y.max().item()
+''')
+
+
+def test_host_triggers_are_this_kernels_launcher():
+    """An `.item()` in an unrelated function made varlen_cu_seqlens and cuda_graph_safe_grid apply to
+    unsloth's fp8 GEMM (ranked 2nd and 3rd), and a `.contiguous()` anywhere in the file made
+    paged_kv_indexing apply to liger's softmax, JSD and log-softmax kernels."""
+    from patterns.core.library import load_library
+    from patterns.core.predicates import Subject, evaluate
+
+    lib = {e.id: e.pattern for e in load_library()}
+    f = extract_source(HOST_TRIGGERS, "rows.py")
+    s = Subject(f, f.kernels[0])
+    for pid in ("cuda_graph_safe_grid", "varlen_cu_seqlens"):
+        v = evaluate(lib[pid].applies_when.conditions, s)
+        assert not v.ok or not any(".item" in r for r in v.reasons), pid  # line 33 delays no launch
+    paged = evaluate(lib["paged_kv_indexing"].applies_when.conditions, s)
+    assert paged.ok and "launch passes x_ptr as `x = cache[rows].contiguous()` (line 28)" in paged.reasons
+    synced = HOST_TRIGGERS.replace("    x = x.contiguous()\n", "    x = x.contiguous()\n    assert lens.max().item() > 0\n", 1)
+    f2 = extract_source(synced, "rows.py")
+    v = evaluate(lib["cuda_graph_safe_grid"].applies_when.conditions, Subject(f2, f2.kernels[0]))
+    assert v.ok and "launcher calls item before the launch: `.item()` (line 20)" in v.reasons
+    only_contiguous = HOST_TRIGGERS.split("def gathered_rows")[0]
+    f3 = extract_source(only_contiguous, "rows.py")
+    assert not evaluate(lib["paged_kv_indexing"].applies_when.conditions, Subject(f3, f3.kernels[0])).ok
+
+
+DISPATCHED = _src('''
+    import json
+
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    @triton.jit
+    def scale_kernel_wide(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    def select_kernel(n, config):
+        return scale_kernel
+
+
+    def scale(x, wide: bool):
+        y = torch.empty_like(x)
+        n = x.numel()
+        config = json.load(open(f"configs/n={n}.json"))
+        if wide:
+            kernel = scale_kernel_wide
+        else:
+            kernel = select_kernel(n, config)
+        kernel[(triton.cdiv(n, config["BLOCK_SIZE"]),)](x, y, n, **config)
+        return y
+''')
+
+
+def test_a_launch_through_a_kernel_variable_is_each_kernels_launch():
+    """sglang's fp8 block GEMM launches `kernel[grid](..., **config)` where `kernel` is a per-platform
+    choice or `select_w8a8_block_fp8_matmul_kernel(M, N, config)`'s result, with tile sizes from
+    per-device JSON tables: no kernel had a launch, so the JSON-table tuning was not seen and every
+    launch predicate failed."""
+    from patterns.core.library import load_library
+    from patterns.core.predicates import Subject, evaluate
+
+    f = extract_source(DISPATCHED, "dispatch.py")
+    k = {k.name: k for k in f.kernels}
+    assert [la.line for la in k["scale_kernel"].launches] == [32]
+    assert [la.line for la in k["scale_kernel_wide"].launches] == [32]
+    tuned = next(e.pattern for e in load_library() if e.id == "autotune_configs_keys").present_when
+    v = evaluate(tuned, Subject(f, k["scale_kernel"]))
+    assert v.ok and v.reasons == ["launch takes `config` from a tuned config (line 32)"]
+
+
+def test_dot_scaled_flops_are_counted():
+    """tl.dot_scaled was a dot for the conditions but not for the estimate: an MX GEMM (sglang's
+    mxfp8 linear) had 0 dot FLOPs and read as memory-bound."""
+    src = GEMM.replace("ORDER", ROW_MAJOR).replace("acc += tl.dot(a, b)", 'acc += tl.dot_scaled(a, None, "e4m3", b, None, "e4m3")')
+    f = extract_source(src, "mx_gemm.py")
+    a = estimate(f, f.kernels[0], H200, {}, inputs=_inputs(4096))
+    assert a.numbers["dot_flops"] == 2 * 4096**3
+    assert a.numbers["ridge_flop_per_byte"] == pytest.approx(H200.ridge("float8"), abs=0.1)
+    fp4 = src.replace('"e4m3")', '"e2m1")')
+    f4 = extract_source(fp4, "mx_gemm.py")
+    assert estimate(f4, f4.kernels[0], H200, {}, inputs=_inputs(4096)).numbers["dot_flops"] == 2 * 2 * 4096**3
+    # sglang passes its [N, K] weight tile as `w.T`
+    t = src.replace('tl.dot_scaled(a, None, "e4m3", b,', 'tl.dot_scaled(a, None, "e4m3", tl.trans(b).T,')
+    ft = extract_source(t, "mx_gemm.py")
+    assert estimate(ft, ft.kernels[0], H200, {}, inputs=_inputs(4096)).numbers["dot_flops"] == 2 * 4096**3
+
+
+ROW_NORM = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    from .utils import calculate_settings
+
+
+    @triton.jit
+    def norm_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        m = tl.sum(x, 0) / n_cols
+        d = x - m
+        v = tl.sum(d * d, 0) / n_cols
+        y = d * tl.rsqrt(v + 1e-6)
+        z = y * 2.0
+        w = z + x
+        u = w * d
+        q = u + y
+        tl.store(y_ptr + row * n_cols + cols, q + z, mask=cols < n_cols)
+
+
+    def norm(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+        norm_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        return y
+''')
+
+
+def test_num_warps_the_replay_cannot_read_is_no_register_estimate():
+    """liger's norms take `BLOCK_SIZE, num_warps = calculate_settings(n_cols)` from another module: the
+    estimate assumed Triton's default 4 warps and called a 4096-wide row norm occupancy-bound by
+    register spills; calculate_settings gives it 8 or 16 warps."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ROW_NORM, "norm.py")
+    inputs = parse_inputs(["x=4096x4096:bf16"])
+    a = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096}, inputs=inputs)
+    assert a.primary.cls == BottleneckClass.memory and BottleneckClass.occupancy not in a.classes
+    assert "registers per thread not estimated: the launch's num_warps=num_warps could not be evaluated" in " ".join(a.primary.rationale)
+    # given, the register estimate is made again
+    b = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096, "num_warps": 4}, inputs=inputs)
+    assert BottleneckClass.occupancy in b.classes
+    c = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096, "num_warps": 16}, inputs=inputs)
+    assert BottleneckClass.occupancy not in c.classes and c.numbers["num_warps"] == 16
+
+
+TWO_LAUNCHES = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def gemm_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        i_m, i_n = tl.program_id(0), tl.program_id(1)
+        o_m = i_m * BM + tl.arange(0, BM)
+        o_n = i_n * BN + tl.arange(0, BN)
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for k in range(0, K, BK):
+            o_k = k + tl.arange(0, BK)
+            acc += tl.dot(tl.load(a + o_m[:, None] * K + o_k[None, :]), tl.load(b + o_k[:, None] * N + o_n[None, :]))
+        tl.store(c + o_m[:, None] * N + o_n[None, :], tl.sigmoid(acc) * acc)
+
+
+    @triton.jit
+    def fill_kernel(x, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+
+    def forward(a, b, counts):
+        M, K = a.shape
+        N = b.shape[1]
+        fill_kernel[(triton.cdiv(counts.numel(), 256),)](counts, counts.numel(), BLOCK=256)
+        c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+        gemm_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 64))](a, b, c, M, N, K, BM=64, BN=64, BK=32)
+        fill_kernel[(triton.cdiv(counts.numel(), 256),)](counts, counts.numel(), BLOCK=256)
+        return c
+''')
+
+
+def test_two_launches_in_one_function_are_no_data_flow():
+    """int4_dequant_in_gemm, fused_silu_mul_quant and fused_epilogue applied to any kernel of a file
+    where one host function launches two kernels (`launch_sequence`): int4 dequantization was suggested
+    for fp8 and bf16 GEMMs, a fused quantizer for every SiLU. They now need the other launch to write
+    what this kernel reads (a dequantizer) or to read what it writes (a quantizer, an epilogue)."""
+    from patterns.core.library import load_library
+    from patterns.core.predicates import Subject, evaluate
+
+    lib = {e.id: e.pattern for e in load_library()}
+    f = extract_source(TWO_LAUNCHES, "two.py")
+    s = Subject(f, next(k for k in f.kernels if k.name == "gemm_kernel"))
+    for pid in ("int4_dequant_in_gemm", "fused_silu_mul_quant", "fused_epilogue"):
+        assert not evaluate(lib[pid].applies_when.conditions, s).ok, pid
+    # the library's own before-examples still have the data flow, named with its lines
+    for pid, kernel, reason in [
+        ("int4_dequant_in_gemm", "gemm_nt_kernel", "dequant_int4_kernel (launched at line 43) writes `w`, which this kernel reads (line 45)"),
+        ("fused_silu_mul_quant", "silu_mul_fwd_kernel", "group_quant_fwd_kernel (launched at line 46) reads `h`, which this kernel writes (line 43)"),
+    ]:
+        from patterns.core.facts import extract_file
+        from patterns.core.library import library_dir
+
+        fb = extract_file(library_dir() / pid / "before.py")
+        v = evaluate(lib[pid].applies_when.conditions, Subject(fb, next(k for k in fb.kernels if k.name == kernel)))
+        assert v.ok and reason in v.reasons, pid

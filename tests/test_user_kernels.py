@@ -161,6 +161,18 @@ def test_agent_review_accept_changes_the_users_file_and_store_only(user: dict) -
     assert "max-rel-err-vs-baseline" in (copy / "patterns" / "library" / PATTERN / "pattern.yaml").read_text()
     assert tree_hashes(LIBRARY_DIR, kernels_dir()) == library_and_kernels
 
+    # the agent home brought back from the GPU machine and unpacked elsewhere: the journal's bundle paths name
+    # the other machine's folder, and the report reads the bundles from the run's own folder here
+    home = Path(user["env"]["PATTERNS_AGENT_HOME"])
+    moved = home.with_name("unpacked-home")
+    shutil.move(home, moved)
+    r = subprocess.run([sys.executable, "-m", "patterns.agent.report", str(moved), "--target", "softmax=mine",
+                        "--out", str(user["dir"] / "report2")], env=user["env"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (rep2,) = json.loads((user["dir"] / "report2" / "report.json").read_text())
+    row2 = next(a for a in rep2["chain"] if a["pattern_id"] == PATTERN)
+    assert row2["checks"] == row["checks"] and str(home) in row2["bundle"]
+
 
 def test_reject_changes_nothing(user: dict) -> None:
     spec_file = init(user, "rmsnorm")
@@ -173,6 +185,23 @@ def test_reject_changes_nothing(user: dict) -> None:
     assert r.returncode == 0 and f"rejected {item['id']}" in r.stdout, r.stderr
     assert tree_hashes(*watched) == before and not user["evidence"].exists()
     assert json.loads(cli(user, "review", "list", "--status", "rejected", "--op", spec_file, "--format", "json").stdout)[0]["id"] == item["id"]
+
+
+def test_spec_init_declares_the_accumulation(user: dict) -> None:
+    """--accumulation and --reduction reach the spec (the gate's precision bound); the defaults write neither."""
+    kernel, ref, args, _ = KERNELS["rmsnorm"]
+    r = cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "acc_spec.py", "--no-check",
+            "--accumulation", "tf32", "--reduction", "D")
+    assert r.returncode == 0, r.stderr
+    spec = load_spec(str(user["dir"] / "acc_spec.py"))
+    assert (spec.accumulation, spec.reduction, spec.reduction_length({"N": 3, "D": 127})) == ("tf32", "D", 127)
+    plain = load_spec(str(init(user, "rmsnorm")))
+    assert (plain.accumulation, plain.reduction, plain.reduction_length({"N": 3, "D": 127})) == ("float32", None, 127)
+    one_line_error(cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "x.py", "--accumulation", "int8"),
+                   "--accumulation: int8: not one of float64, float32, tf32, float16, bfloat16")
+    one_line_error(cli(user, "spec", "init", kernel, "--reference-file", ref, *args, "--out", "x.py", "--reduction", "K"),
+                   "--reduction: K: not a dimension of the shapes (N, D)")
+    assert not (user["dir"] / "x.py").exists()
 
 
 def test_bad_input_is_one_line_naming_the_file(user: dict) -> None:
@@ -202,6 +231,38 @@ def test_bad_input_is_one_line_naming_the_file(user: dict) -> None:
     one_line_error(cli(user, "agent", spec_file, "--device", "cpu"), "softmax.py: the launcher softmax cannot be called", "TypeError")
     # a kernel file the agent cannot place, with the way out in the message
     one_line_error(cli(user, "agent", "softmax.py", "--device", "cpu"), "softmax.py: cannot tell which op it implements", "patterns spec init")
+
+
+def test_an_inplace_input_the_reference_leaves_alone_is_refused(user: dict) -> None:
+    """Liger's rope_forward on the H200 (issue #16): q and k declared --inplace, a reference that returns
+    new tensors. The gate compares an in-place input as each side's copy holds it after the call, so the
+    expected k was the unrotated input, and where the launcher rotates k in its own memory (one KV head)
+    the unmodified upstream kernel failed against itself. spec init now refuses that declaration."""
+    d = user["dir"]
+    for f in ("scale_heads.py", "scale_heads_ref.py"):
+        shutil.copy(HERE / f, d / f)
+    args = ["scale_heads.py", "--reference-file", "scale_heads_ref.py", "--shape", "x=H,N,D", "--shape", "weight=D",
+            "--dtype", "weight=float32", "--cpu-shape", "H=1,N=5,D=8", "--cpu-shape", "H=3,N=7,D=9", "--gpu-shape", "H=8,N=4096,D=128"]
+    r = cli(user, "spec", "init", *args, "--inplace", "x")
+    one_line_error(r, "scale_heads_ref.py: the reference leaves in-place input x as it was (the launcher writes it)", "--scratch",
+                   "shape H=1,N=5,D=8")
+    assert not (d / "spec.py").exists()
+    # the launcher's writes to x are memory it returns views of: --scratch, and the gate passes the kernel against itself
+    r = cli(user, "spec", "init", *args, "--scratch", "x")
+    assert r.returncode == 0, r.stderr
+    r = cli(user, "validate", "spec.py", "--device", "cpu", "--out", "ev", "--format", "json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    checks = json.loads(r.stdout)["checks"]
+    assert sorted(c["shape"]["H"] for c in checks if c["name"] == "correctness" and c["passed"]) == [1, 1, 3, 3]
+    # what the H200 ran: the same kernel with x declared in place fails against itself, and the gate says the
+    # baseline disagrees with the reference at x (the spec is wrong, not a candidate)
+    text = (d / "spec.py").read_text()
+    assert "scratch=('x',)" in text
+    (d / "spec.py").write_text(text.replace("scratch=('x',)", "inplace=('x',)"))
+    r = cli(user, "validate", "spec.py", "--device", "cpu", "--out", "ev2", "--format", "json")
+    assert r.returncode == 1, r.stderr[-2000:]
+    failed = [c for c in json.loads(r.stdout)["checks"] if c["passed"] is False and c["name"] == "baseline-vs-reference"]
+    assert failed and all(c["shape"]["H"] == 1 and "x[" in c["reason"] for c in failed), failed
 
 
 def test_report_verdicts() -> None:

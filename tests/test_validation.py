@@ -15,7 +15,8 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from patterns.core.records import EvidenceBundle
+from patterns.core.compare import precision_bound, precision_mismatch
+from patterns.core.records import CheckResult, EvidenceBundle
 from patterns.validation.bundle import read_bundle, verdict, write_bundle
 from patterns.validation.cli import validate_command
 from patterns.validation.gate import validate
@@ -105,6 +106,30 @@ def test_bundle_files(honest):
     assert "| M=3, K=67, dtype=float32 | " in text
     assert "## Partitioned vs unpartitioned (K splits, M=1, K=515, dtype=float32)" in text
     assert "| integrity | perturb w | M=3, K=67, dtype=float32 | pass | integrity: output follows input w |" in text
+
+
+def test_precision_bound_is_rounding_plus_accumulation():
+    want = torch.tensor([4.0, -2.0, 0.0], dtype=torch.float64)
+    got = precision_bound(want, torch.bfloat16, "float32", 100)
+    # one bf16 step (2 * 2^-8) of |ref|, 2 * 100 terms at fp32's 2^-24 of max|ref| = 4, one subnormal step
+    expect = 2 ** -7 * want.abs() + (1 + 2 ** -7) * 2 * 100 * 2 ** -24 * 4 + torch.finfo(torch.bfloat16).tiny * 2 ** -7
+    assert torch.equal(got, expect)
+    assert float(got[2]) < 1e-4 < float(got[1])
+
+
+def test_precision_mismatch_names_the_accumulation():
+    precise = {"out": torch.tensor([45.0, -3.0], dtype=torch.float64)}
+    want = {"out": torch.tensor([45.0, -3.0], dtype=torch.float16)}
+    # fp16 steps are 2^-5 on [32, 64): the bound at 45 is 2^-10 * 45 + 2 * 2053 * 2^-24 * 45 (~0.055)
+    one_step = {"out": torch.tensor([45.03125, -3.0], dtype=torch.float16)}
+    ratio, bad = precision_mismatch(one_step, precise, want, "float32", 2053, "float16")
+    assert bad is None and 0.5 < ratio < 0.6
+    three_steps = {"out": torch.tensor([45.09375, -3.0], dtype=torch.float16)}
+    ratio, bad = precision_mismatch(three_steps, precise, want, "float32", 2053, "float16")
+    assert bad is not None and bad.where == "out[0]" and 1.6 < ratio < 1.8
+    assert "what float32 accumulation allows" in bad.describe() and "consistent with accumulating in float16" in bad.describe()
+    # the same error is within what float16 accumulation would allow
+    assert precision_mismatch(three_steps, precise, want, "float16", 2053, "float16")[1] is None
 
 
 def test_write_bundle_replaces_atomically(tmp_path):
@@ -274,10 +299,36 @@ def test_cli_table_and_exit_codes(tmp_path):
     ok = _cli(OP / "spec_small.py", HONEST, "--out", tmp_path, "--format", "json")
     assert ok.exit_code == 0, ok.output
     assert EvidenceBundle.model_validate_json(ok.output).passed
+    assert json.loads(ok.output)["verdict"] == "pass"
+    assert json.loads((tmp_path / "rowdot--honest_rowdot.json").read_text())["verdict"] == "pass"
     bad = _cli(OP / "spec_small.py", HERE / "cheats" / "ignores_w.py", "--out", tmp_path)
     assert bad.exit_code == 1
-    assert "FAIL" in bad.output and "perturb w" in bad.output
+    assert "REJECTED" in bad.output and "perturb w" in bad.output
     assert (tmp_path / "rowdot--ignores_w.json").exists() and (tmp_path / "rowdot--honest_rowdot.md").exists()
+    # ignoring w is caught by integrity (perturbing w changes nothing): rejected, not merely failed
+    assert json.loads((tmp_path / "rowdot--ignores_w.json").read_text())["verdict"] == "rejected"
+
+
+def test_bundle_verdict_is_derived_from_its_checks():
+    def bundle(*layers_passed):
+        checks = [CheckResult(name=f"c{i}", layer=layer, passed=ok) for i, (layer, ok) in enumerate(layers_passed)]
+        return EvidenceBundle(op="rowdot", candidate="c.py", baseline="b.py", checks=checks)
+
+    cases = {
+        "pass": bundle(("correctness", True), ("integrity", True), ("performance", None)),
+        "fail": bundle(("correctness", False), ("integrity", True), ("performance", None)),
+        "rejected": bundle(("correctness", False), ("integrity", False), ("performance", None)),
+    }
+    for want, b in cases.items():
+        assert b.verdict == want and b.passed == (want == "pass")
+        dumped = json.loads(b.model_dump_json())
+        assert dumped["verdict"] == want
+        assert EvidenceBundle.model_validate_json(b.model_dump_json()).verdict == want
+    # a bundle claiming a verdict its checks do not support is read with the checks' verdict
+    forged = {**json.loads(cases["rejected"].model_dump_json()), "verdict": "pass"}
+    assert EvidenceBundle.model_validate(forged).verdict == "rejected"
+    assert verdict(cases["rejected"]) == "REJECTED" and verdict(cases["fail"]) == "FAIL"
+    assert verdict(cases["pass"]) == "pass (performance not run here)"
 
 
 # -- the project's own ops ---------------------------------------------------------------------

@@ -89,8 +89,9 @@ def read_bundle(path: Path) -> EvidenceBundle:
 
 
 def verdict(bundle: EvidenceBundle) -> str:
+    """The bundle's verdict for a reader: FAIL, REJECTED (an integrity check failed) or pass, with the layers not run here."""
     if not bundle.passed:
-        return "FAIL"
+        return bundle.verdict.upper()
     pending = sorted({c.layer for c in bundle.checks if c.passed is None})
     return "pass" + (f" ({', '.join(pending)} not run here)" if pending else "")
 

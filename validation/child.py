@@ -43,11 +43,33 @@ def main(argv: list[str]) -> int:
         if name.startswith("<frozen"):
             return True
         return name.startswith(stdlib_roots) and "-packages" + os.sep not in name
-    trusted: list[str] = []  # filled in once torch, triton and numpy are imported
-    # every file the gate's runtime imported before any candidate was loaded: libraries
-    # installed outside a site-packages folder (a --target folder on PYTHONPATH, as on a
-    # GPU host with carried wheels) are as trusted as those inside one
-    preloaded: set[str] = set()
+    # One rule for whose code a frame is (`vouched`), used by every check that asks who did
+    # something (the audit hook's culprit, the dispatch tripwires): the code under test is
+    # an implementation's file (state["untrusted"]) and whatever is not vouched for; the
+    # gate vouches for a file that is not an implementation's and that
+    #   - lies under a root of the runtime (`roots`: torch, triton, numpy, the gate's and
+    #     the ops' own packages; their parts imported lazily, after a candidate, included),
+    #   - or lies in a site-packages folder (an installed library, imported by a candidate),
+    #   - or was imported before any implementation was loaded (`preloaded`: libraries
+    #     installed outside a site-packages folder, a --target folder on PYTHONPATH as on a
+    #     GPU host with carried wheels, are as trusted as those inside one).
+    # Frames of the standard library are skipped, not judged: a candidate's call routed
+    # through contextlib or threading is still the candidate's.
+    roots: list[str] = []  # filled in once torch, triton and numpy are imported
+    preloaded: set[str] = set()  # filled in just before the first request
+
+    def vouched(name: str) -> bool:
+        full = os.path.realpath(name) if not name.startswith("<") else name
+        if full in state["untrusted"]:
+            return False
+        return full.startswith(tuple(roots)) or "-packages" + os.sep in full or full in preloaded
+
+    def caller_outside_stdlib(depth: int):
+        """The innermost frame, `depth` frames out from the caller, that is not the standard library's."""
+        f = sys._getframe(depth + 1)
+        while f is not None and in_stdlib(f.f_code.co_filename):
+            f = f.f_back
+        return f
     write = os.write  # bound now: a candidate replacing os.write changes nothing here
     dumps = json.dumps
 
@@ -62,16 +84,10 @@ def main(argv: list[str]) -> int:
         """The innermost frame outside the standard library, as "file:line", when it is the code
         under test (an implementation's file, what it imported from outside the installed
         libraries, code it compiled); '' when it is an installed library's or the gate's own."""
-        f = sys._getframe(2)
-        while f is not None:
-            name = f.f_code.co_filename
-            if not in_stdlib(name):
-                full = os.path.realpath(name) if not name.startswith("<") else name
-                if full in state["untrusted"] or not (full.startswith(tuple(trusted)) or "-packages" + os.sep in full or full in preloaded):
-                    return f"{os.path.basename(full)}:{f.f_lineno}"
-                return ""
-            f = f.f_back
-        return ""
+        f = caller_outside_stdlib(2)
+        if f is None or vouched(f.f_code.co_filename):
+            return ""
+        return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
 
     def by_triton() -> bool:
         f = sys._getframe(2)
@@ -190,10 +206,10 @@ def main(argv: list[str]) -> int:
     from patterns.validation import monitor, timing
 
     for mod in (torch, triton, numpy):
-        trusted.append(os.path.realpath(os.path.dirname(mod.__file__)) + os.sep)
-    trusted.append(os.path.realpath(os.path.dirname(monitor.__file__)) + os.sep)
-    trusted.append(os.path.realpath(os.path.dirname(interpreter.__file__)) + os.sep)
-    trusted.append(os.path.realpath(kernels_dir()) + os.sep)  # the ops' own packages (a candidate file is named untrusted)
+        roots.append(os.path.realpath(os.path.dirname(mod.__file__)) + os.sep)
+    roots.append(os.path.realpath(os.path.dirname(monitor.__file__)) + os.sep)
+    roots.append(os.path.realpath(os.path.dirname(interpreter.__file__)) + os.sep)
+    roots.append(os.path.realpath(kernels_dir()) + os.sep)  # the ops' own packages (a candidate file is named untrusted)
     Observed, watch = monitor.Observed, monitor.watch
     tload, tsave = torch.load, torch.save
     Tensor = torch.Tensor
@@ -255,8 +271,8 @@ def main(argv: list[str]) -> int:
             return
 
         def wired(*a, **k):
-            f = sys._getframe(1)
-            if not f.f_code.co_filename.startswith(tuple(trusted)):
+            f = caller_outside_stdlib(1)
+            if f is not None and not vouched(f.f_code.co_filename):
                 state["busy"] = True
                 report("dispatch toggle", f"switches off torch dispatch ({label})")
                 state["busy"] = False

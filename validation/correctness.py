@@ -4,9 +4,14 @@ Every shape x dtype x seed, baseline and candidate each run twice, in both
 orders (baseline first, then candidate first), so a candidate that leans on
 state the other left behind (a freed buffer, a warm cache) is caught. Outputs
 are NaN-filled before launch; inputs not declared in-place must come back
-unmodified. One CheckResult per (shape, dtype) for the candidate, and one for
-the baseline where the baseline itself disagrees with the reference (the op's
-reference or tolerances are then wrong, and the bundle says so).
+unmodified. Each result is held to the per-dtype tolerance against the
+reference at the run's dtype and, where that holds, to the bound the op's
+declared accumulation dtype allows against a float64 reference
+(patterns.core.compare.precision_mismatch): bf16 accumulation where fp32 is
+required fails even when the bf16 tolerance admits it. One CheckResult per
+(shape, dtype) for the candidate, and one for the baseline where the baseline
+itself disagrees with the reference (the op's reference or tolerances are then
+wrong, and the bundle says so).
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ from patterns.validation.runner import (
     first_mismatch,
     identical,
     modified_input,
+    precise_result,
+    precision_mismatch,
     shape_label,
     tolerances,
 )
@@ -40,11 +47,17 @@ def check_correctness(
         for shape in spec.shapes:
             label = shape_label(shape, dtype)
             stats = {"candidate": [0.0, 0.0], "baseline": [0.0, 0.0]}
+            terms = spec.reduction_length(shape)
+            # worst error vs a float64 reference as a fraction of what the accumulation allows
+            precision = {"candidate": 0.0, "baseline": 0.0}
+            precise_seeds = 0
             fail: dict[str, str] = {}
             same_as_baseline, vs_baseline = True, 0.0
             for seed in spec.seeds:
                 inputs = spec.make_inputs(dict(shape), dtype, seed, device)
                 want = call_reference(spec, reference, inputs)
+                precise = precise_result(spec, reference, inputs)
+                precise_seeds += precise is not None
                 per_output = tolerances(spec, want, dtype)
                 for order in ORDERS:
                     first = "candidate first" if order[0] == "candidate" else "baseline first"
@@ -69,6 +82,11 @@ def check_correctness(
                             continue
                         if bad:
                             fail.setdefault(role, f"correctness: {bad.describe()} ({where})")
+                        elif precise is not None:
+                            ratio, excess = precision_mismatch(got[role], precise, want, spec.accumulation, terms, dtype)
+                            precision[role] = _max(precision[role], ratio)
+                            if excess:
+                                fail.setdefault(role, f"correctness: error beyond {spec.accumulation} accumulation: {excess.describe()} ({where})")
                     if len(got) == 2:
                         same_as_baseline &= identical(got["candidate"], got["baseline"])
                         vs_baseline = _max(vs_baseline, errors(got["candidate"], got["baseline"])[0])
@@ -82,14 +100,24 @@ def check_correctness(
                 "seeds": list(spec.seeds),
                 "orders": ["baseline first", "candidate first"],
                 "tolerance": {"atol": tol.atol, "rtol": tol.rtol},
+                "precision": {
+                    "accumulation": spec.accumulation,
+                    "terms": terms,
+                    "reference": "float64" if precise_seeds else "none (the reference does not run in float64)",
+                    "worst_error_vs_bound": precision["candidate"],
+                    "baseline_worst_error_vs_bound": precision["baseline"],
+                },
             }
+            within = f"within atol {tol.atol:g}, rtol {tol.rtol:g}"
+            if precise_seeds:
+                within += f" and {precision['candidate']:.2f}x of what {spec.accumulation} accumulation allows vs float64"
             at = {**shape, "dtype": dtype}
             checks.append(
                 CheckResult(
                     name="correctness",
                     layer="correctness",
                     passed="candidate" not in fail,
-                    reason=fail.get("candidate", f"correctness: within atol {tol.atol:g}, rtol {tol.rtol:g} ({label}, {len(spec.seeds)} seeds, both orders)"),
+                    reason=fail.get("candidate", f"correctness: {within} ({label}, {len(spec.seeds)} seeds, both orders)"),
                     shape=at,
                     details=details,
                 )

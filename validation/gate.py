@@ -41,7 +41,7 @@ from patterns.validation.partition import check_partition
 from patterns.validation.perf import MIN_ROUNDS, check_performance, gpu_unavailable_reason, needs_gpu
 from patterns.validation.sandbox import Child, ChildError, Finding, InProcess, Limits
 from patterns.core.ops import load_reference, load_spec, resolve_device, source_path
-from patterns.core.opspec import OpSpec
+from patterns.core.opspec import ACCUMULATION, OpSpec
 
 
 def validate(
@@ -163,5 +163,9 @@ def _check_spec(spec: OpSpec) -> None:
         raise GateInputError(f"{spec.name}: no tolerance declared for dtype(s) {', '.join(missing)}")
     if not spec.shapes or not spec.dtypes:
         raise GateInputError(f"{spec.name}: the spec declares no shapes or no dtypes")
+    if spec.accumulation not in ACCUMULATION:
+        raise GateInputError(f"{spec.name}: accumulation {spec.accumulation!r} is not one of {', '.join(ACCUMULATION)}")
+    if isinstance(spec.reduction, str) and any(spec.reduction not in s for s in spec.shapes):
+        raise GateInputError(f"{spec.name}: reduction {spec.reduction!r} is not a key of every shape")
     if len(spec.seeds) < 3:
         raise GateInputError(f"{spec.name}: at least three seeds are required, the spec has {len(spec.seeds)}")

@@ -23,6 +23,8 @@ from patterns.core.compare import (  # noqa: F401 - the gate's layers import the
     errors,
     first_mismatch,
     identical,
+    precise_result,
+    precision_mismatch,
     tolerances,
 )
 from patterns.core.opspec import Inputs, OpSpec, Shape

@@ -1,5 +1,7 @@
-"""Plain PyTorch reference for the context-parallel state merge, in fp32."""
+"""Plain PyTorch reference for the context-parallel state merge, in fp32 (float64 for float64 inputs)."""
 import torch
+
+from patterns.kernels.common import at_least_fp32
 
 
 def naive_cp_state_merge(m: torch.Tensor, h_local: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
@@ -12,9 +14,9 @@ def naive_cp_state_merge(m: torch.Tensor, h_local: torch.Tensor, h0: torch.Tenso
     Returns:
         h: `[N, H, K, V]` fp32, `h[i]` the state after chunk `i`: `h[i] = m[i] @ h[i-1] + h_local[i]`.
     """
-    h = h0.float()
-    out = torch.zeros(h_local.shape, dtype=torch.float32, device=h_local.device)
+    h = at_least_fp32(h0)
+    out = torch.zeros(h_local.shape, dtype=h.dtype, device=h_local.device)
     for i in range(m.shape[0]):
-        h = m[i].float() @ h + h_local[i].float()
+        h = at_least_fp32(m[i]) @ h + at_least_fp32(h_local[i])
         out[i] = h
     return out

@@ -1,6 +1,8 @@
 """Plain PyTorch reference for decode attention, in fp32: one sequence and one head at a time."""
 import torch
 
+from patterns.kernels.common import at_least_fp32
+
 
 def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, i_b: int, seq_len: int, page_table: torch.Tensor | None):
     """The first `seq_len` keys and values of sequence `i_b`: `[seq_len, HK, D]` each."""
@@ -37,14 +39,15 @@ def naive_decode_attention(
     G = HQ // HK
     if scale is None:
         scale = D ** -0.5
-    o = torch.zeros(B, HQ, D, dtype=torch.float32, device=q.device)
-    lse = torch.zeros(B, HQ, dtype=torch.float32, device=q.device)
+    f32 = at_least_fp32(q).dtype
+    o = torch.zeros(B, HQ, D, dtype=f32, device=q.device)
+    lse = torch.zeros(B, HQ, dtype=f32, device=q.device)
     for i_b in range(B):
         b_k, b_v = gather_kv(k_cache, v_cache, i_b, int(seq_lens[i_b]), page_table)
-        b_k = b_k.float().repeat_interleave(G, dim=1)
-        b_v = b_v.float().repeat_interleave(G, dim=1)
+        b_k = at_least_fp32(b_k).repeat_interleave(G, dim=1)
+        b_v = at_least_fp32(b_v).repeat_interleave(G, dim=1)
         # [HQ, seq_len]
-        s = torch.einsum('h d, n h d -> h n', q[i_b].float() * scale, b_k)
+        s = torch.einsum('h d, n h d -> h n', at_least_fp32(q[i_b]) * scale, b_k)
         lse[i_b] = torch.logsumexp(s, dim=-1)
         o[i_b] = torch.einsum('h n, n h d -> h d', s.softmax(-1), b_v)
     return o.to(q.dtype), lse

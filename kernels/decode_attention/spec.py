@@ -139,6 +139,10 @@ SPEC = OpSpec(
     bound="memory",
     # lengths and page ids are left out: perturbed, they address memory outside the cache
     sensitive_inputs=("q", "k_cache", "v_cache"),
+    # D-long scores, then S weighted values; tl.dot on fp32 operands is TF32 on the GPU, and
+    # the library's split-KV-grouped rewrite uses it (evidence/gpu/h200-decode_attention)
+    accumulation="tf32",
+    reduction=lambda s: s["S"] + s["D"],
     resource_limits={
         "max_num_warps": 8,
         "max_shared_memory_bytes": 232448,

@@ -1,6 +1,8 @@
-"""Plain PyTorch reference for KDA decode: the gated delta rule, one token at a time, in fp32."""
+"""Plain PyTorch reference for KDA decode: the gated delta rule, one token at a time, in fp32 (float64 for float64 inputs)."""
 import torch
 import torch.nn.functional as F
+
+from patterns.kernels.common import at_least_fp32
 
 
 def naive_kda_decode(
@@ -33,15 +35,15 @@ def naive_kda_decode(
     G = HV // H
     if scale is None:
         scale = K ** -0.5
-    q, k, v, g, beta = (x.float() for x in (q, k, v, g, beta))
+    q, k, v, g, beta = (at_least_fp32(x) for x in (q, k, v, g, beta))
     q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6) * scale
     k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
     q, k = q.repeat_interleave(G, dim=2), k.repeat_interleave(G, dim=2)
-    g = -A_log.float().exp()[:, None] * F.softplus(g + dt_bias.float().view(HV, K))
+    g = -at_least_fp32(A_log).exp()[:, None] * F.softplus(g + at_least_fp32(dt_bias).view(HV, K))
     beta = beta.sigmoid()
 
-    S = state.float().clone()
-    o = torch.zeros(B, T, HV, V, dtype=torch.float32, device=v.device)
+    S = at_least_fp32(state).clone()
+    o = torch.zeros(B, T, HV, V, dtype=S.dtype, device=v.device)
     for t in range(T):
         q_t, k_t, v_t, g_t, b_t = q[:, t], k[:, t], v[:, t], g[:, t], beta[:, t]
         S = S * g_t.exp()[..., None]

@@ -69,6 +69,9 @@ SPEC = OpSpec(
     flops=flops,
     bound="memory",
     sensitive_inputs=("q", "k", "v", "g", "beta", "A_log", "dt_bias", "state"),
+    # fp32 throughout: per token K-long sums (norms, k^T h, q^T h) into a state carried over T tokens
+    accumulation="float32",
+    reduction=lambda s: s["K"] * (s["T"] + 1),
     resource_limits={
         "max_num_warps": 8,
         "max_shared_memory_bytes": 232448,

@@ -80,6 +80,9 @@ SPEC = OpSpec(
     flops=flops,
     bound="compute",
     sensitive_inputs=("a", "b"),
+    # K products summed in fp32 (bf16 operands on the GPU are exact products)
+    accumulation="float32",
+    reduction="K",
     resource_limits={
         "max_num_warps": 8,
         "max_num_stages": 5,

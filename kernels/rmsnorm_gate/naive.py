@@ -1,6 +1,8 @@
-"""Plain PyTorch reference for the gated RMSNorm, in fp32."""
+"""Plain PyTorch reference for the gated RMSNorm, in fp32 (float64 for float64 inputs)."""
 import torch
 import torch.nn.functional as F
+
+from patterns.kernels.common import at_least_fp32
 
 
 def naive_rmsnorm_gate(x: torch.Tensor, g: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -14,6 +16,6 @@ def naive_rmsnorm_gate(x: torch.Tensor, g: torch.Tensor, weight: torch.Tensor, e
     Returns:
         y: `x / sqrt(mean(x^2) + eps) * weight * silu(g)`, in `x.dtype`.
     """
-    x32, g32 = x.float(), g.float()
+    x32, g32 = at_least_fp32(x), at_least_fp32(g)
     rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return (x32 * rstd * weight.float() * F.silu(g32)).to(x.dtype)
+    return (x32 * rstd * at_least_fp32(weight) * F.silu(g32)).to(x.dtype)

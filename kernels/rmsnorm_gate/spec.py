@@ -56,6 +56,9 @@ SPEC = OpSpec(
     flops=flops,
     bound="memory",
     sensitive_inputs=("x", "g", "weight"),
+    # the mean square sums D terms, in fp32
+    accumulation="float32",
+    reduction="D",
     resource_limits={
         "max_num_warps": 16,
         "max_shared_memory_bytes": 232448,

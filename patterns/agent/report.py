@@ -32,9 +32,16 @@ from typing import Any
 from patterns.core import files
 
 
-def _bundle(path: str) -> dict[str, Any] | None:
+def _bundle(path: str, run_dir: Path | None = None) -> dict[str, Any] | None:
+    """The bundle at `path`; with `run_dir`, a path recorded in another place (the agent home of the GPU
+    machine, unpacked here) is read from the same place under this run's folder."""
+    if not path:
+        return None
+    where = Path(path)
+    if run_dir is not None and not where.is_file() and run_dir.name in where.parts:
+        where = run_dir.joinpath(*where.parts[len(where.parts) - where.parts[::-1].index(run_dir.name):])
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
+        return json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
@@ -102,7 +109,7 @@ def target_report(home: Path, name: str, label: str = "", baseline: str = "") ->
     for e in journal.of("attempt"):
         a = e.data
         row = {k: a.get(k) for k in ("step", "pattern_id", "params", "base", "outcome", "layer", "reason", "action")}
-        b = _bundle(a.get("bundle", ""))
+        b = _bundle(a.get("bundle", ""), journal_path.parent)
         if b is not None:
             row["checks"] = checks_summary(b)
             row["speed"] = speed(b)

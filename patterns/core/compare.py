@@ -13,6 +13,18 @@ Every place that says "within tolerance" decides it here: a pattern's examples
 - Each output is held to its own contract (`output_tolerance`): the tolerance
   of its own dtype where the op declares one, so an fp32 state updated beside a
   bf16 output is held to fp32, not to the bf16 output's looser tolerance.
+- Precision (`precision_mismatch`): beside the per-dtype tolerance, each
+  element is held to a float64 reference (`precise_result`: the reference on
+  the inputs upcast) within the bound the op's declared accumulation dtype
+  allows: 2 u_out |ref| (the output's own rounding, u_out the unit roundoff of
+  its dtype, counted as one whole step: a cast may round toward zero, as the
+  Triton 3.9 interpreter's fp32 -> bf16 cast does (triton/runtime/
+  interpreter.py, InterpreterBuilder.cast_impl) and `fp_downcast_rounding=
+  "rtz"` asks) + 2 n u_acc max|ref| (n terms summed at the accumulation's unit
+  roundoff, the first-order bound gamma_n = n u with the output's largest
+  value as the terms' scale, once for the candidate and once for a reference
+  that may itself sum in fp32) + the output dtype's smallest subnormal step. A per-dtype tolerance loose enough for bf16 outputs also admits a sum
+  accumulated in bf16; this bound, for fp32 accumulation, does not.
 
 A *result* is a dict of named outputs (`collect` names what a call returned
 after an op's declared outputs and in-place inputs). Comparisons run on the
@@ -26,7 +38,7 @@ from typing import Any, Callable, Union
 
 import torch
 
-from patterns.core.opspec import Inputs, OpSpec, Tolerance
+from patterns.core.opspec import ACCUMULATION, Inputs, OpSpec, Tolerance
 
 Result = dict[str, Any]
 Tolerances = Union[Tolerance, Callable[[str], Tolerance]]
@@ -60,6 +72,65 @@ def reference_result(spec: OpSpec, reference: Callable[..., Any], inputs: Inputs
     """The reference's result on clones of `inputs` (its in-place inputs updated on its own copy)."""
     args = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     return collect(spec, reference(**args), args)
+
+
+def precise_result(spec: OpSpec, reference: Callable[..., Any], inputs: Inputs) -> Result | None:
+    """The reference's result on `inputs` with every floating tensor upcast to float64 (its in-place
+    inputs updated on its own float64 copy); None when the reference cannot run in float64."""
+    args = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v.clone() if isinstance(v, torch.Tensor) else v
+            for k, v in inputs.items()}
+    try:
+        return collect(spec, reference(**args), args)
+    except Exception:  # noqa: BLE001 - a reference written for one dtype: the precision check is then not made
+        return None
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """Half the spacing of floats at 1.0 (2^-8 for bfloat16, 2^-24 for float32); 0 for exact types."""
+    return torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 0.0
+
+
+def precision_bound(want: torch.Tensor, out_dtype: torch.dtype, accumulation: str, terms: int) -> torch.Tensor:
+    """Per element of the float64 reference `want`: how far a result in `out_dtype`, summing `terms`
+    terms in `accumulation`, may be from it (the module doc gives the terms)."""
+    w = want.abs()
+    finite = w[w.isfinite()]
+    scale = float(finite.max()) if finite.numel() else 0.0
+    u_out = unit_roundoff(out_dtype)
+    subnormal = torch.finfo(out_dtype).tiny * 2 * u_out if out_dtype.is_floating_point else 0.0
+    return 2 * u_out * w + (1 + 2 * u_out) * 2 * terms * ACCUMULATION[accumulation] * scale + subnormal
+
+
+def precision_mismatch(got: Result, precise: Result, want: Result, accumulation: str, terms: int, run_dtype: str) -> tuple[float, Mismatch | None]:
+    """(the worst error as a fraction of the bound over all floating outputs, the worst element when
+    it is beyond the bound). Each output's rounding is its dtype's as returned or as the reference
+    at the run's dtype (`want`) returns it, whichever is coarser (a reference may return an fp32
+    output that the op returns in bf16); elements where the float64 reference is not finite are
+    left to the per-dtype check."""
+    worst, at = 0.0, None
+    for name, p in precise.items():
+        w, g = want.get(name), got.get(name)
+        if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (p, w, g)) or g.shape != p.shape:
+            continue
+        p64 = _f64(p, p.device)
+        out_dtype = max((w.dtype, g.dtype), key=unit_roundoff)
+        bound = precision_bound(p64, out_dtype, accumulation, terms)
+        err = (_f64(g, p.device) - p64).abs()
+        ratio = torch.where(p64.isfinite(), err / bound.clamp_min(1e-300), torch.zeros_like(err))
+        ratio = torch.where(ratio.isnan(), torch.full_like(ratio, math.inf), ratio)  # a NaN where the reference is finite
+        if ratio.numel() and float(ratio.max()) > worst:
+            idx = tuple(int(i) for i in torch.nonzero(ratio == ratio.max())[0])
+            worst, at = float(ratio.max()), (name, idx, out_dtype, float(bound[idx]))
+    if at is None or worst <= 1.0:
+        return worst, None
+    name, idx, out_dtype, bound = at
+    g, p = float(got[name][idx]), float(precise[name][idx])
+    out = str(out_dtype).removeprefix("torch.")
+    narrower = ACCUMULATION.get(run_dtype, 0.0) > ACCUMULATION[accumulation]
+    like = f"consistent with accumulating in {run_dtype}" if narrower else "consistent with a narrower accumulation or rounded operands"
+    note = (f"{g:.6g} vs float64 reference {p:.6g}: |err| {abs(g - p):.3g} is {worst:.3g}x what {accumulation} accumulation allows "
+            f"({bound:.3g}: {out} rounding + {terms} terms at {accumulation}), {like}")
+    return worst, Mismatch(name, idx, g, p, note=note)
 
 
 def as_result(out: Any) -> Result:

@@ -54,6 +54,7 @@ class LoopFacts(_Facts):
     assigned: list[str] = Field(default_factory=list, description="names (re)assigned in the loop body, loop targets included")
     args: list[str] = Field(default_factory=list, description="positional arguments of the range call")
     start_pid_axes: list[int] = Field(default_factory=list, description="program_id axes the range's start depends on")
+    via: str = Field("", description="@triton.jit helper this loop was inlined from (its lines are the helper's)")
 
 
 class AutotuneFacts(_Facts):

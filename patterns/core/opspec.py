@@ -88,3 +88,25 @@ class OpSpec:
     # the whole validation, and any one import, call or timed shape of an implementation
     timeout_s: float = 900.0
     call_timeout_s: float = 180.0
+    # the dtype the op's sums must accumulate in (a key of ACCUMULATION): with the output
+    # dtype's rounding it sets how far from a float64 reference a result may be
+    # (patterns.core.compare.precision_mismatch), so bf16 accumulation where fp32 is
+    # required fails even inside the per-dtype tolerance
+    accumulation: str = "float32"
+    # the number of terms a sum of the op adds at a shape: a shape key ("K") or a
+    # function of the shape; None: the shape's largest size (a longer sum only loosens the bound)
+    reduction: str | Callable[[Shape], int] | None = None
+
+    def reduction_length(self, shape: Shape) -> int:
+        if callable(self.reduction):
+            return max(1, int(self.reduction(shape)))
+        if isinstance(self.reduction, str):
+            return max(1, int(shape[self.reduction]))
+        return max([1, *(int(v) for v in shape.values() if isinstance(v, int))])
+
+
+# unit roundoff of each accumulation an op may declare: half the spacing of 1.0, the
+# relative error of one rounded addition; "tf32": products of operands rounded to 10
+# mantissa bits (tl.dot's default on fp32 operands on a GPU), summed in fp32, bounded
+# as if every addition rounded at that precision
+ACCUMULATION = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "tf32": 2.0 ** -11, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}

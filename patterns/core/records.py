@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, computed_field, model_validator
 
 from patterns.core.schema import (
     AppliesWhen,
@@ -79,6 +79,12 @@ class CheckResult(StrictModel):
 
 
 class EvidenceBundle(StrictModel):
+    """What the gate found on one candidate. `verdict`, in the JSON beside the checks, is derived from
+    them (never stored on its own): "pass" when no check failed (checks not run here, such as speed
+    on a CPU, do not fail), "rejected" when an integrity check failed (the candidate cheated, or
+    did what the sandbox forbids, or hung or crashed it), "fail" when only other checks failed
+    (wrong results, error growing over partitions, too slow)."""
+
     op: str
     candidate: str
     baseline: str
@@ -86,9 +92,25 @@ class EvidenceBundle(StrictModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     created: str = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_verdict(cls, data: Any) -> Any:
+        """A bundle read back carries its verdict: dropped here and derived again from the checks."""
+        if isinstance(data, dict) and "verdict" in data:
+            data = {k: v for k, v in data.items() if k != "verdict"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Literal["pass", "fail", "rejected"]:
+        failing = [c for c in self.checks if c.passed is False]
+        if not failing:
+            return "pass"
+        return "rejected" if any(c.layer == "integrity" for c in failing) else "fail"
+
     @property
     def passed(self) -> bool:
-        return all(c.passed is not False for c in self.checks)
+        return self.verdict == "pass"
 
 
 class LiveImpl(StrictModel):

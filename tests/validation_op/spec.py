@@ -41,4 +41,6 @@ SPEC = OpSpec(
     bound="memory",
     acceptance=Acceptance(min_speedup=1.0, max_slowdown_any_shape=0.05),
     resource_limits={"max_BLOCK_K": 256, "max_num_warps": 8},
+    accumulation="float32",
+    reduction="K",
 )

@@ -16,6 +16,9 @@
 #   .gpuindex/          the library's index with the query embeddings of the agent's analyses of the three targets
 #                       cached (the H200 has neither chromadb nor the embedding model)
 #   .whl/               the wheels the H200 lacks (pydantic, platformdirs, libcst, einops, ...), fetched if missing
+#   .upstream/STAMP     the digest of what made .upstream/ (stamp.sh): run.sh refuses an .upstream/ made by another
+#                       version of this script, its refs, shims or spec init (the H200 run of 2762e8a used one made
+#                       before ba5afb1: Liger's q and k still --inplace, and the unmodified kernel failed against itself)
 # Carry to the H200: .whl .upstream .gpuindex
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -81,9 +84,11 @@ cp "$H/refs/liger_rope_ref.py" "$U/liger_rope/"
     --inplace initial_state --dtype float32 --dtype bfloat16 --gpu-dtype bfloat16 \
     --cpu-shape B=1,T=1,H=2,HV=2,K=64,V=64 --cpu-shape B=3,T=1,H=1,HV=3,K=33,V=63 \
     --cpu-shape B=1,T=4,H=2,HV=4,K=16,V=45 --cpu-shape B=1,T=7,H=3,HV=3,K=48,V=32 \
-    $(for B in 1 32 128 512; do echo --gpu-shape B=$B,T=1,H=32,HV=32,K=128,V=128; done) --force
+    $(for B in 1 32 256; do echo --gpu-shape B=$B,T=1,H=32,HV=32,K=128,V=128; done) --force
 
-# SGLang: GQA decode (32 query heads, 8 KV heads of 128, Llama-3-8B's), 8 KV splits, contexts 4k and 32k, batch 1 and 32;
+# SGLang: GQA decode (32 query heads, 8 KV heads of 128, Llama-3-8B's), 8 KV splits: contexts of 4k at batch 1 and 32,
+# and of 32k at batch 8 (a pool of B*S slots: at batch 32 and 32k it is 4 GiB, written to the gate's child in a file
+# for every timed validation);
 # inputs from the reference file (the token pool and kv_indptr / kv_indices); fp32 on the CPU (the interpreter does
 # not emulate bf16 tl.dot), bf16 on the GPU
 "$PATTERNS" spec init "$U/sglang_decode/decode_attention.py" --kernel decode_attention_fwd \
@@ -91,7 +96,8 @@ cp "$H/refs/liger_rope_ref.py" "$U/liger_rope/"
     --inplace o --scratch attn_logits --scratch attn_lse --dtype float32 --gpu-dtype bfloat16 \
     --cpu-shape B=2,S=70,HQ=8,HK=2,D=64,SPLITS=4 --cpu-shape B=1,S=37,HQ=4,HK=4,D=32,SPLITS=4 \
     --cpu-shape B=3,S=33,HQ=16,HK=1,D=16,SPLITS=8 \
-    $(for S in 4096 32768; do for B in 1 32; do echo --gpu-shape B=$B,S=$S,HQ=32,HK=8,D=128,SPLITS=8; done; done) --force
+    --gpu-shape B=1,S=4096,HQ=32,HK=8,D=128,SPLITS=8 --gpu-shape B=32,S=4096,HQ=32,HK=8,D=128,SPLITS=8 \
+    --gpu-shape B=8,S=32768,HQ=32,HK=8,D=128,SPLITS=8 --force
 
 # Liger: RoPE of Llama-3-8B's attention (32 query and 8 KV heads of 128), prefill of 8k tokens, 4 x 4k, and a decode
 # step of 256 sequences; cos and sin in fp32 (the kernel computes in their dtype). Where their layout already is the
@@ -120,4 +126,5 @@ for t in ("fla_kda", "sglang_decode", "liger_rope"):
     plan = make_plan(AgentConfig(op=op, target=path, device="cuda"), load_spec(op))
     print(f"{t}: planned {[p['pattern_id'] for p in plan['planned']]}, by hand {plan['by_hand']}")
 EOF
+bash "$H/stamp.sh" > "$U/STAMP"
 du -sh .whl .upstream .gpuindex

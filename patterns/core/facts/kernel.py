@@ -338,6 +338,7 @@ class _Extractor:
         self.host_defaults: dict[str, dict[str, str]] = {}
         self.jit_names: set[str] = set()  # module names bound to triton.jit (`my_jit = triton.jit`, wrappers)
         self.jit_wrapped: dict[str, str] = {}  # function -> the name `g = triton.jit(f)` binds
+        self.pid_wrappers: dict[str, str] = {}  # @triton.jit function returning tl.program_id(a) -> "tl.program_id"
         self._scopes: list[_Scope] = []
         self._kernel_stack: list[KernelFacts | None] = []
         self._pad = ""
@@ -383,11 +384,19 @@ class _Extractor:
         if not name:
             return name
         head, _, rest = name.partition(".")
+        if not rest and head in self.pid_wrappers:
+            return self.pid_wrappers[head]
         full = self.aliases.get(head)
         if full is None:
             return name
         full = MODULE_ALIASES.get(full, full)
-        return f"{full}.{rest}" if rest else full
+        full = f"{full}.{rest}" if rest else full
+        # an imported wrapper of the grid intrinsics (flag_gems' `tle.program_id(0)`, which returns
+        # `tl.program_id(axis).to(tl.int64)`): the program id, whatever module re-exports it
+        module, _, leaf = full.rpartition(".")
+        if leaf in _GRID_INTRINSICS and module and module != "tl":
+            return f"tl.{leaf}"
+        return full
 
     def _alias(self, local: str, full: str) -> None:
         self.aliases[local] = full
@@ -961,10 +970,36 @@ def _is_jit(node: ast.expr | None) -> bool:
     return name.rsplit(".", 1)[-1] in ("jit", "autotune", "heuristics") and bool(name)
 
 
+_GRID_INTRINSICS = ("program_id", "num_programs")
+
+
+def _grid_wrapper(fn: ast.FunctionDef) -> str | None:
+    """`tl.program_id` / `tl.num_programs` when a @triton.jit function only returns that intrinsic of
+    its argument (`return tl.program_id(axis).to(tl.int64)`), else None."""
+    if not fn.decorator_list or not any(_is_jit(d) for d in fn.decorator_list) or len(fn.args.args) != 1:
+        return None
+    rets = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    leaves = set()
+    for r in rets:
+        v = r.value
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in ("to", "cast"):
+            v = v.func.value  # `.to(tl.int64)`
+        if not isinstance(v, ast.Call):
+            return None
+        leaf = dotted(v.func).rsplit(".", 1)[-1]
+        if leaf not in _GRID_INTRINSICS or not (v.args and isinstance(v.args[0], ast.Name) and v.args[0].id == fn.args.args[0].arg):
+            return None
+        leaves.add(leaf)
+    return f"tl.{leaves.pop()}" if len(leaves) == 1 else None
+
+
 def _module_jit(ex: "_Extractor", tree: ast.Module) -> None:
     """Kernels made without a decorator line: `f = triton.jit(f)`, `my_jit = triton.jit`,
-    `def my_jit(fn): return triton.jit(fn)` used as `@my_jit`."""
+    `def my_jit(fn): return triton.jit(fn)` used as `@my_jit`; and @triton.jit wrappers of the grid
+    intrinsics, read as the intrinsic at their call sites."""
     for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and (wrapped := _grid_wrapper(stmt)):
+            ex.pid_wrappers[stmt.name] = wrapped
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             target, value = stmt.targets[0].id, stmt.value
             if _is_jit(value):
@@ -976,6 +1011,36 @@ def _module_jit(ex: "_Extractor", tree: ast.Module) -> None:
             rets = [n for n in ast.walk(stmt) if isinstance(n, ast.Return) and isinstance(n.value, ast.Call)]
             if stmt.args.args and rets and all(_is_jit(r.value.func) or (isinstance(r.value.func, ast.Call) and _is_jit(r.value.func.func)) for r in rets):
                 ex.jit_names.add(stmt.name)
+
+
+def _dispatch_table(tree: ast.Module, kernels: set[str]) -> dict[tuple[str, str], set[str]]:
+    """(host function, variable) -> the kernels a `kernel[grid](...)` launch through that variable may
+    run: `kernel = _hopper_kernel` on one branch, `kernel = select_kernel(M, N, config)` on another,
+    where the selector (any of its definitions) returns a kernel of this file."""
+    returns: dict[str, set[str]] = {}
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    def named(value: ast.expr | None) -> set[str]:
+        if isinstance(value, ast.Name) and value.id in kernels:
+            return {value.id}
+        if isinstance(value, ast.IfExp):
+            return named(value.body) | named(value.orelse)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            return returns.get(value.func.id, set())
+        return set()
+
+    for fn in functions:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Return):
+                returns.setdefault(fn.name, set()).update(named(n.value) if not isinstance(n.value, ast.Call) else set())
+    out: dict[tuple[str, str], set[str]] = {}
+    for fn in functions:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                found = named(n.value)
+                if found:
+                    out.setdefault((fn.name, n.targets[0].id), set()).update(found)
+    return out
 
 
 def _inline_helpers(kernels: list[KernelFacts]) -> None:
@@ -1000,9 +1065,27 @@ def _inline_helpers(kernels: list[KernelFacts]) -> None:
                         out.append(inner.model_copy(update={"via": callee.name, "loops": call.loops + inner.loops}))
         return out
 
+    def loops(kernel: KernelFacts, seen: frozenset[str]) -> list[LoopFacts]:
+        """The helpers' loops, at the depth of the call that runs them: a kernel whose K or KV loop
+        lives in a helper (`_attn_fwd_inner`) loops all the same."""
+        out = []
+        for call in kernel.calls:
+            callee = by_name.get(call.name)
+            if callee is None or callee.name in seen or call.via:
+                continue
+            for lp in [*callee.loops, *loops(callee, seen | {callee.name})]:
+                out.append(lp.model_copy(update={"via": lp.via or callee.name, "depth": lp.depth + len(call.loops)}))
+        return out
+
     expanded = {k.name: expand(k, frozenset({k.name})) for k in kernels}
+    inlined = {k.name: loops(k, frozenset({k.name})) for k in kernels}
     for k in kernels:
         k.calls = expanded[k.name]
+        own = {lp.line for lp in k.loops}
+        for lp in inlined[k.name]:
+            if lp.line not in own:
+                own.add(lp.line)
+                k.loops.append(lp)
         k.helpers = sorted({c.name for c in k.calls if c.name in by_name})
 
 
@@ -1021,10 +1104,15 @@ def parse(source: str, path: str = "<string>", tree: ast.Module | None = None) -
     _inline_helpers(ex.kernels)
     by_kernel = {k.name: k for k in ex.kernels}
     by_kernel.update({bound: by_kernel[fn] for fn, bound in ex.jit_wrapped.items() if fn in by_kernel})
+    dispatched = None
     for launch in ex.launches:
         target = by_kernel.get(launch.kernel.rsplit(".", 1)[-1])
         if target is not None:
             target.launches.append(launch)
+        elif "." not in launch.kernel:
+            dispatched = dispatched if dispatched is not None else _dispatch_table(tree, set(by_kernel))
+            for name in sorted(dispatched.get((launch.function, launch.kernel), ())):
+                by_kernel[name].launches.append(launch)
     called = {h for k in ex.kernels for h in k.helpers}
     for k in ex.kernels:
         k.device_function = k.returns_value or (k.name in called and not k.launches)
