@@ -41,6 +41,9 @@ class LaunchSize:
     tensors: dict[str, Tensor] = field(default_factory=dict)  # pointer params bound to a --input tensor
     num_warps: int = 4
     num_stages: int = 3
+    # the launch passes num_warps as something the replay cannot evaluate (`BLOCK, num_warps =
+    # calculate_settings(n)` in another module): Triton's default of 4 is then no estimate
+    num_warps_unknown: str = ""
     assumptions: list[str] = field(default_factory=list)
     unknown: set[str] = field(default_factory=set)  # names the user can give (--shape NAME=, --input NAME=)
     unreplayable: list[str] = field(default_factory=list)  # what no name can fix: helpers, comprehensions
@@ -104,7 +107,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
                 try:
                     setattr(size, name, int(safe_eval(expr, env)))
                 except (Unknown, TypeError, ValueError):
-                    pass
+                    if name == "num_warps":
+                        size.num_warps_unknown = expr.strip()
             elif name in params:
                 _bind(size, env, name, expr)
     for name, value in shapes.items():
@@ -593,7 +597,10 @@ def estimate(
             why = (f"grid of {programs} programs fills {fill:.0%} of {hw.sm_count} SMs" if fill < 0.5 else
                    f"{waves:.2f} waves: the last wave runs {waves - math.floor(waves):.0%} full")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[why]))
-        if regs_per_thread >= 255:
+        if regs_per_thread >= 255 and size.num_warps_unknown and not (kernel.autotune and kernel.autotune.configs):
+            size.assumptions.append(f"registers per thread not estimated: the launch's num_warps={size.num_warps_unknown} "
+                                    "could not be evaluated (give the names it reads with --shape)")
+        elif regs_per_thread >= 255:
             what = (f"tiles of {cost.largest_tile} elements" if regs_2d >= regs_1d else
                     f"{cost.tensors_1d} 1-D block value(s) of {cost.block_1d} elements")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[

@@ -808,6 +808,77 @@ def epilogue_calls(s: Subject, *, name: list[str], after: list[str] = ["tl\\.dot
     return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits})) or readable(name)} after the {readable(after)} loop", min_count)
 
 
+def _launch_binding(k: KernelFacts, la) -> dict[str, str]:
+    """Kernel parameter -> the launcher's argument text (a plain name when it is one)."""
+    out = {p.name: " ".join(a.split()) for p, a in zip(k.params, la.args)}
+    out.update({n: " ".join(a.split()) for n, a in la.kwargs.items() if k.param(n) is not None})
+    return out
+
+
+def _base_param(k: KernelFacts, text: str, seen: frozenset[str] = frozenset()) -> str:
+    """The pointer parameter an address is based on: the first parameter it reaches, in the order
+    written (`b + o_n * K` is b's, not K's), through local assignments."""
+    params = {p.name for p in k.params if not p.constexpr}
+    for n in re.findall(r"(?<![\w.])[A-Za-z_]\w*", text):
+        if n in params:
+            return n
+        if n in k.assigns and n not in seen:
+            inner = _base_param(k, k.assigns[n][1], seen | {n})
+            if inner:
+                return inner
+    return ""
+
+
+def _through(k: KernelFacts, op: str) -> set[str]:
+    """Pointer parameters the kernel loads (`tl.load`) or stores (`tl.store`, atomics) through."""
+    names = ("tl.load",) if op == "load" else ("tl.store",)
+    out: set[str] = set()
+    for c in k.calls:
+        if c.args and not c.via and (c.name in names or (op == "store" and c.name.startswith("tl.atomic_"))):
+            out.add(_base_param(k, c.args[0]))
+    return out - {""}
+
+
+@predicate()
+def launch_neighbour(s: Subject, *, role: Literal["producer", "consumer"], holds: str | None = None,
+                     args: dict | None = None) -> Verdict:
+    """Another kernel of this file is launched in the same host function before this kernel's launch and
+    stores a tensor this kernel loads (role producer), or after it and loads a tensor this kernel stores
+    (role consumer): data passed through memory between two launches. `holds`: a predicate (with `args`)
+    true of that other kernel, e.g. nibble_unpack for a dequantize-then-GEMM pair."""
+    if holds is not None and holds not in PREDICATES:
+        raise ValueError(f"launch_neighbour: unknown predicate '{holds}' in holds")
+    k = _kernel(s)
+    mine_in, mine_out = _through(k, "load"), _through(k, "store")
+    for la in k.launches:
+        here = _launch_binding(k, la)
+        for other in s.file.kernels:
+            if other.name == k.name or other.device_function:
+                continue
+            for ol in other.launches:
+                if ol.function != la.function or (ol.line < la.line) != (role == "producer") or ol.line == la.line:
+                    continue
+                there = _launch_binding(other, ol)
+                if role == "producer":
+                    shared = {here[p] for p in mine_in if p in here} & {there[p] for p in _through(other, "store") if p in there}
+                else:
+                    shared = {here[p] for p in mine_out if p in here} & {there[p] for p in _through(other, "load") if p in there}
+                shared = {t for t in shared if re.fullmatch(r"[A-Za-z_][\w.]*", t)}
+                if not shared:
+                    continue
+                if holds is not None:
+                    v = PREDICATES[holds].func(Subject(s.file, other), **(args or {}))
+                    if not v.ok:
+                        continue
+                what = "writes" if role == "producer" else "reads"
+                return Verdict(ok=True, lines=sorted({ol.line, la.line}), reasons=[
+                    f"{other.name} (launched at line {ol.line}) {what} `{sorted(shared)[0]}`, which this kernel "
+                    f"{'reads' if role == 'producer' else 'writes'} (line {la.line})"])
+    return Verdict(ok=False, reasons=[f"no kernel launched {'before' if role == 'producer' else 'after'} this one "
+                                      f"{'writes what it reads' if role == 'producer' else 'reads what it writes'}"
+                                      + (f" with {holds}" if holds else "")])
+
+
 @predicate(scope="file")
 def launch_sequence(s: Subject, *, min_kernels: int = 2) -> Verdict:
     """One host function launches at least min_kernels different Triton kernels (later ones may re-read what earlier ones wrote)."""
