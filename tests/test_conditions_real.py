@@ -14,6 +14,7 @@ import pytest
 from patterns.core.facts import extract_source
 from patterns.core.library import load_library
 from patterns.core.predicates import Subject, evaluate, readable
+from patterns.core.schema import Condition
 
 HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
 
@@ -124,8 +125,52 @@ def layernorm_one_read(X, Y, N, eps, BLOCK: tl.constexpr):
 def test_row_read_three_times_is_not_single_pass(library):
     verdict = evaluate(library["single_pass_reduction"].present_when, subject(THREE_READS, "layernorm_three_reads"))
     assert not verdict.ok
-    assert "read 3 times" in verdict.reasons[0]
+    # each statistic reduces its own read of the row (x1, then x2 around the mean)
+    assert verdict.reasons == ["no pass with 2 reductions of the same loaded value"]
+    # without of_row the reductions share x1 (the mean of the first read enters the second): the re-reads say no
+    broad = evaluate(Condition.model_validate({"reductions_share_load": {"min_count": 2}}), subject(THREE_READS, "layernorm_three_reads"))
+    assert not broad.ok and "read 3 times" in broad.reasons[0]
     assert present(library, "single_pass_reduction", subject(ONE_READ, "layernorm_one_read"))
+
+
+SCORES = '''
+@triton.jit
+def decode_scores(Q, K, O, N, BLOCK: tl.constexpr, D: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    d = tl.arange(0, D)
+    q = tl.load(Q + row * D + d)
+    k = tl.load(K + cols[:, None] * D + d[None, :])
+    s = tl.sum(q[None, :] * k, 1)
+    m = tl.max(s, 0)
+    p = tl.exp(s - m)
+    tl.store(O + row * BLOCK + cols, p / tl.sum(p, 0))
+'''
+
+RECURRENT = '''
+@triton.jit
+def recurrent_step(Q, K, V, O, T, D: tl.constexpr):
+    i = tl.program_id(0)
+    d = tl.arange(0, D)
+    h = tl.zeros([D, D], dtype=tl.float32)
+    for t in range(T):
+        q = tl.load(Q + (i * T + t) * D + d)
+        k = tl.load(K + (i * T + t) * D + d)
+        v = tl.load(V + (i * T + t) * D + d)
+        v_new = v - tl.sum(h * k[:, None], 0)
+        h += k[:, None] * v_new[None, :]
+        tl.store(O + (i * T + t) * D + d, tl.sum(h * q[:, None], 0))
+'''
+
+
+def test_reductions_of_scores_or_of_a_carried_state_are_not_row_statistics(library):
+    """A softmax over q·k scores reduces a dot's result, a recurrence reduces products with its state:
+    both derive their reductions from one load (reductions_share_load without of_row holds), neither
+    takes statistics of the row it read."""
+    broad = Condition.model_validate({"reductions_share_load": {"min_count": 2}})
+    for code, name in ((SCORES, "decode_scores"), (RECURRENT, "recurrent_step")):
+        assert evaluate(broad, subject(code, name)).ok, name
+        assert not present(library, "single_pass_reduction", subject(code, name)), name
 
 
 # -- tuning other than @triton.autotune -----------------------------------------------

@@ -761,8 +761,14 @@ def reductions_share_load(
     *,
     ops: list[str] = ["tl.sum", "tl.max", "tl.min", "tl.reduce"],  # noqa: B006
     min_count: int = 2,
+    of_row: bool = False,
 ) -> Verdict:
-    """At least min_count reductions in one loop body (or in the loop-free body) derive from the same value loaded there: several reductions per read."""
+    """At least min_count reductions in one loop body (or in the loop-free body) derive from the same value loaded there: several reductions per read.
+
+    `of_row`: only reductions of the loaded row itself count (its statistics: sum, sum of squares,
+    max): the reduced expression reaches that one load through element-wise steps, not through a
+    dot or another reduction (attention's q·k scores) nor as a product with another loaded tensor
+    (a matrix-vector product written as tl.sum(h * k), a dot of two rows)."""
     k = _kernel(s)
     by_line = {lp.line: lp for lp in k.loops}
     in_any_loop = {v for lp in k.loops for v in lp.assigned}
@@ -775,7 +781,10 @@ def reductions_share_load(
         inner = by_line.get(ctx[-1]) if ctx else None
         if ctx and inner is None:
             continue
+        row = _row_loads(k, c.args[0]) if of_row and c.args else None
         for v in sorted(set(c.depends_on) & loaded):  # sorted: ties between groups resolve the same way every run
+            if row is not None and row != {v}:
+                continue
             if (inner is not None and v in inner.assigned) or (inner is None and v not in in_any_loop):
                 groups.setdefault((ctx, v), []).append(c)
     best_key, best = max(groups.items(), key=lambda kv: len(kv[1]), default=(None, []))
@@ -789,6 +798,44 @@ def reductions_share_load(
         lines = sorted({c.line for c in best})
         return Verdict(ok=True, lines=lines, reasons=[f"{len(best)} reductions of one loaded value in one pass (line {', '.join(map(str, lines[:6]))})"])
     return Verdict(ok=False, reasons=[f"no pass with {min_count} reductions of the same loaded value"])
+
+
+def _row_loads(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """The loaded variables (and loads written inline) an expression reaches through element-wise steps:
+    not through a dot, a reduction or a scan (a new quantity), nor a where's mask. A variable first
+    assigned a load is one (`x = tl.load(p).to(tl.float32)`), whatever refines it later (`x = x * s`);
+    with depth 0 no variable is followed (only loads written in the expression are found)."""
+    tree = _parse(text)
+    if tree is None:
+        return set()
+    out: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name in _CONTRACTIONS:
+                continue
+            if name == "tl.load" or name.endswith(".load"):
+                out.add(ast.unparse(node))
+                continue
+            todo += node.args[1:] if name == "tl.where" else [node.func, *node.args]
+            continue
+        if isinstance(node, ast.Name):
+            if depth > 0 and node.id in k.assigns:
+                if _row_loads(k, k.first_assigns.get(node.id, k.assigns[node.id])[1], 0):
+                    out.add(node.id)  # first assigned a load (element-wise steps on it: a cast, a scale)
+                else:
+                    text = k.assigns[node.id][1]
+                    sub = _row_loads(k, text, depth - 1)
+                    if not sub and node.id in k.loaded and not any(f"{c}(" in text for c in _CONTRACTIONS):
+                        # derived from loads, but not element-wise from one here nor a statistic of one:
+                        # a state carried across iterations (`h += k[:, None] * v[None, :]`)
+                        sub = {"?" + node.id}
+                    out |= sub
+            continue
+        todo += list(ast.iter_child_nodes(node))
+    return out
 
 
 def _reads_of(k: KernelFacts, var: str) -> list[CallSite]:
