@@ -128,6 +128,49 @@ def test_row_read_three_times_is_not_single_pass(library):
     assert present(library, "single_pass_reduction", subject(ONE_READ, "layernorm_one_read"))
 
 
+THREE_LOOPS = '''
+@triton.jit
+def kl_div_kernel(X, Q, loss, dX, n_cols, T, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    X += row * n_cols
+    Q += row * n_cols
+    m = float("-inf")
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.where(mask, x / T, float("-inf"))
+        m = tl.maximum(m, tl.max(x, axis=0))
+    a1 = 0.0
+    a2 = 0.0
+    s = 0.0
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.where(mask, x / T, float("-inf"))
+        q = tl.load(Q + offs, mask=mask, other=0.0).to(tl.float32)
+        s += tl.sum(tl.exp(x - m), axis=0)
+        a1 += tl.sum(q * tl.log(q), axis=0)
+        a2 += tl.sum(q, axis=0)
+    lse = m + tl.log(s)
+    tl.store(loss + row, a1 + lse * a2)
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dX + row * n_cols + offs, tl.exp(x / T - lse), mask=mask)
+'''
+
+
+def test_a_row_read_in_three_loops_is_not_single_pass(library):
+    # liger's fused_linear_kl_div: two reductions of Q share its one read, but the logits row is read by
+    # each of three loops (max, denominator, gradient); it was reported as already single-pass
+    verdict = evaluate(library["single_pass_reduction"].present_when, subject(THREE_LOOPS, "kl_div_kernel"))
+    assert not verdict.ok
+    assert verdict.reasons == ["the row `X + offs` is read 3 times (lines 14, 23, 34)"]
+
+
 # -- tuning other than @triton.autotune -----------------------------------------------
 
 GEMM_BODY = '''(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):

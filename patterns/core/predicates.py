@@ -776,7 +776,9 @@ def reductions_share_load(
     if len(best) >= min_count:
         # a value reached through an earlier statistic (mean of a first read) is no shared read:
         # the row is read once per statistic when its address is loaded more than twice
-        reads = _reads_of(k, best_key[1])
+        # every row a reduction here reads counts: liger's KL-div reduces Q twice in one pass, but reads
+        # the logits row X three times (max, then denominator, then gradient)
+        reads = max((_reads_of(k, var) for _, var in sorted(groups)), key=len)
         if len(reads) > 2:
             where = ", ".join(str(c.line) for c in reads[:6])
             return Verdict(ok=False, reasons=[f"the row `{reads[0].args[0]}` is read {len(reads)} times (lines {where})"])
@@ -788,8 +790,10 @@ def reductions_share_load(
 def _reads_of(k: KernelFacts, var: str) -> list[CallSite]:
     """Every tl.load of the address `var` was loaded from (same pointer expression, helpers excluded)."""
     loads = [c for c in k.calls if c.name == "tl.load" and c.args and not c.via]
-    line = k.assigns.get(var, (0, ""))[0]
-    source = next((c for c in loads if c.line == line), None)
+    # the last assignment, or the first one when the value is reworked after its load
+    # (`x = tl.load(...)` then `x = tl.where(mask, x / T, -inf)`)
+    lines = [a[0] for a in (k.assigns.get(var), k.first_assigns.get(var)) if a]
+    source = next((c for ln in lines for c in loads if c.line == ln), None)
     if source is None:
         return []
     ptr = " ".join(source.args[0].split())
