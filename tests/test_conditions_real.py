@@ -346,6 +346,63 @@ def test_linear_recurrence_pattern_not_on_decode_attention(library):
     assert applies(library, "chunkwise_scan_checkpointing", subject(LINEAR_RECURRENCE, "gated_recurrence"))
 
 
+SCORE_TILE = '''
+@triton.jit
+def attn_scores(q, k, attn, T, scale, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NK: tl.constexpr):
+    i_t, i_s = tl.program_id(0), tl.program_id(1)
+    o_q = i_t * BT + tl.arange(0, BT)
+    o_k = i_s * BT + tl.arange(0, BT)
+    b_s = tl.zeros([BT, BT], dtype=tl.float32)
+    for i_kk in tl.static_range(NK):
+        o_kk = i_kk * BK + tl.arange(0, BK)
+        b_q = tl.load(q + o_q[:, None] * K + o_kk[None, :])
+        b_k = tl.load(k + o_kk[:, None] + o_k[None, :] * K)
+        b_s += tl.dot(b_q, b_k)
+    b_s = b_s * scale
+    tl.store(attn + o_q[:, None] * T + o_k[None, :], b_s)
+'''
+
+GLUON_ONLINE_SOFTMAX = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def weighted_rows(x, w, o, L: tl.constexpr, D: tl.constexpr):
+    i = gl.program_id(0)
+    b_m = -float("inf")
+    b_acc = 0.0
+    for i_l in gl.static_range(L):
+        b_v = gl.load(x + (i * L + i_l) * D + gl.arange(0, D))
+        b_s = gl.sum(b_v * gl.load(w + gl.arange(0, D)), 0)
+        b_m, b_mp = gl.maximum(b_m, b_s), b_m
+        b_r = gl.exp(b_mp - b_m)
+        b_acc = b_acc * b_r + gl.exp(b_s - b_m)
+    gl.store(o + i, b_acc)
+'''
+
+
+def test_dot_accumulator_scaled_after_its_loop_is_no_recurrence(library):
+    # FLA's Ascend parallel attention accumulates `b_s += tl.dot(q, k)` over K and scales b_s after the
+    # loop: the scaling outside the loop made it a "decayed state", and recurrent_state_in_out ranked
+    # first on an attention kernel
+    s = subject(SCORE_TILE, "attn_scores")
+    carried = evaluate(library["recurrent_state_in_out"].applies_when.conditions.children[0], s)
+    assert not carried.ok and carried.reasons == ["no state decayed and updated across loop iterations"]
+    assert not applies(library, "recurrent_state_in_out", s)
+    assert not applies(library, "chunkwise_scan_checkpointing", s)
+    # the same update inside the loop is a recurrence
+    inside = SCORE_TILE.replace("        b_s += tl.dot(b_q, b_k)\n    b_s = b_s * scale\n", "        b_s = b_s * scale + tl.dot(b_q, b_k)\n")
+    assert applies(library, "recurrent_state_in_out", subject(inside, "attn_scores"))
+
+
+def test_gluon_online_softmax_is_no_recurrent_state(library):
+    # FLA's attnres Gluon kernel rescales a running sum by exp(m_old - m_new): an online softmax
+    s = subject(GLUON_ONLINE_SOFTMAX, "weighted_rows")
+    assert evaluate(library["recurrent_state_in_out"].applies_when.conditions.children[0], s).ok  # b_acc is carried
+    assert not applies(library, "recurrent_state_in_out", s)
+
+
 # -- hoisted constants: applied only where it was done ------------------------------------
 
 HOISTED = '''

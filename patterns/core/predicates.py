@@ -1008,13 +1008,18 @@ def recurrence_state(s: Subject) -> Verdict:
         for var in lp.assigned:
             if var == lp.target:
                 continue
-            ops = {e.partition(":")[0] for e in k.accumulates.get(var, [])}
-            expr = k.assigns.get(var, (0, ""))[1]
+            # only updates inside this loop: `acc += tl.dot(a, b)` in a K loop and `acc = acc * scale`
+            # after it (an epilogue) is a GEMM accumulator, not a decayed state
+            inside = range(lp.line, lp.end_line + 1)
+            lines = k.accumulate_lines.get(var, [])
+            ops = {e.partition(":")[0] for i, e in enumerate(k.accumulates.get(var, [])) if i >= len(lines) or lines[i] in inside}
+            history = k.assign_history.get(var) or ([k.assigns[var]] if var in k.assigns else [])
+            exprs = [(ln, e) for ln, e in history if ln in inside]
             own = rf"\b{re.escape(var)}\b"
-            scaled = "multiply" in ops or re.search(rf"\*\s*{own}|{own}\s*\*", expr)
-            added = "add" in ops or (re.search(own, expr) and "+" in expr)
+            scaled = "multiply" in ops or any(re.search(rf"\*\s*{own}|{own}\s*\*", e) for _, e in exprs)
+            added = "add" in ops or any(re.search(own, e) and "+" in e for _, e in exprs)
             if scaled and added and var in k.loaded:
-                line = k.assigns.get(var, (lp.line, ""))[0]
+                line = exprs[-1][0] if exprs else k.assigns.get(var, (lp.line, ""))[0]
                 return Verdict(ok=True, lines=[line], reasons=[f"{var} is decayed and updated every iteration of the loop at line {lp.line}"])
     return Verdict(ok=False, reasons=["no state decayed and updated across loop iterations"])
 
