@@ -247,6 +247,32 @@ def test_dot_scaled_is_a_dot(library):
     assert not applies(library, "tf32x3_dot_precision", s)
 
 
+BLOCK_PTR_GEMM = '''
+@triton.jit
+def bp_gemm(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_ptr = tl.make_block_ptr(a, (M, K), (K, 1), (pid_m * BLOCK_M, 0), (BLOCK_M, BLOCK_K), (1, 0))
+    b_ptr = tl.make_block_ptr(b, (K, N), (N, 1), (0, pid_n * BLOCK_N), (BLOCK_K, BLOCK_N), (1, 0))
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc += tl.dot(tl.load(a_ptr, boundary_check=(0, 1)), tl.load(b_ptr, boundary_check=(0, 1)))
+        a_ptr = tl.advance(a_ptr, (0, BLOCK_K))
+        b_ptr = tl.advance(b_ptr, (BLOCK_K, 0))
+    c_ptr = tl.make_block_ptr(c, (M, N), (N, 1), (pid_m * BLOCK_M, pid_n * BLOCK_N), (BLOCK_M, BLOCK_N), (1, 0))
+    tl.store(c_ptr, acc, boundary_check=(0, 1))
+'''
+
+
+def test_block_pointer_gemm_is_offered_tensor_descriptors(library):
+    # torchao's matmul_kernel_with_block_pointers: block pointers are removed from Triton 3.9, and
+    # tensor descriptors replace them; the pattern only looked at raw-pointer tiles
+    s = subject(BLOCK_PTR_GEMM, "bp_gemm")
+    v = evaluate(library["tma_tensor_descriptors"].applies_when.conditions, s)
+    assert v.ok and v.lines == [12]
+    assert v.reasons[0].startswith("load/store via block_ptr in a loop: `tl.load(a_ptr, boundary_check=(0, 1))`")
+    assert not present(library, "tma_tensor_descriptors", s)
+
+
 # -- persistent loops: while loops, and kernels without tl.dot ------------------------------
 
 WHILE_PERSISTENT = '''
