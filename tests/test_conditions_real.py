@@ -214,11 +214,45 @@ def launch(a, b, c):
 '''
 
 
-@pytest.mark.parametrize("src", [LIBTUNER, WRAPPED, CONFIG_TABLE, TABLE_FUNCTION], ids=["libtuner", "wrapper", "json-table", "table-function"])
+# torchao's hqq mixed_mm: heuristics first, then autotune wrapping that, with configs from helpers
+WRAPPED_TWICE = "@triton.jit\ndef gemm" + GEMM_BODY + '''
+
+def get_configs_compute_bound():
+    return [triton.Config({"BLOCK_M": 128}, num_stages=4), triton.Config({"BLOCK_M": 64}, num_stages=3)]
+
+
+def get_configs_io_bound():
+    return [triton.Config({"BLOCK_M": 16}, num_stages=2)]
+
+
+_gemm = triton.heuristics({"EVEN_K": lambda args: args["K"] % 64 == 0})(gemm)
+gemm_tuned = triton.autotune(
+    configs=get_configs_compute_bound() + get_configs_io_bound(), key=["M", "N", "K"]
+)(_gemm)
+'''
+
+# sglang's chunk_delta_h: one autotune config whose values are env knobs read at import
+ENV_CONFIG = ("import os\n\nBM = int(os.getenv('GEMM_BM', '64'))\nWARPS = int(os.getenv('GEMM_WARPS', '4'))\n\n"
+              "@triton.autotune(configs=[triton.Config({'BLOCK_M': BM}, num_warps=WARPS)], key=['M'])\n@triton.jit\ndef gemm" + GEMM_BODY)
+
+
+@pytest.mark.parametrize("src", [LIBTUNER, WRAPPED, CONFIG_TABLE, TABLE_FUNCTION, WRAPPED_TWICE, ENV_CONFIG],
+                         ids=["libtuner", "wrapper", "json-table", "table-function", "wrapper-of-wrapper", "env-config"])
 def test_tuning_without_triton_autotune_counts_as_tuned(library, src):
     s = subject(src, "gemm")
     assert present(library, "autotune_configs_keys", s)
     assert not applies(library, "autotune_configs_keys", s)
+
+
+def test_configs_of_a_wrapping_autotune_give_num_stages(library):
+    verdict = evaluate(library["software_pipelining_num_stages"].present_when, subject(WRAPPED_TWICE, "gemm"))
+    assert verdict.ok and verdict.reasons == ["num_stages=4 (line 5)"]
+
+
+def test_one_config_of_fixed_constants_is_not_tuned(library):
+    src = ("BM = 64\n\n@triton.autotune(configs=[triton.Config({'BLOCK_M': BM})], key=['M'])\n@triton.jit\ndef gemm" + GEMM_BODY
+           + "\n\ndef launch(a, b, c, M, N, K):\n    gemm[(M // 64, N // 64)](a, b, c, M, N, K, BLOCK_N=64, BLOCK_K=32)\n")
+    assert not present(library, "autotune_configs_keys", subject(src, "gemm"))
 
 
 def test_fixed_launch_is_not_tuned(library):
