@@ -128,6 +128,49 @@ def test_row_read_three_times_is_not_single_pass(library):
     assert present(library, "single_pass_reduction", subject(ONE_READ, "layernorm_one_read"))
 
 
+THREE_LOOPS = '''
+@triton.jit
+def kl_div_kernel(X, Q, loss, dX, n_cols, T, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    X += row * n_cols
+    Q += row * n_cols
+    m = float("-inf")
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.where(mask, x / T, float("-inf"))
+        m = tl.maximum(m, tl.max(x, axis=0))
+    a1 = 0.0
+    a2 = 0.0
+    s = 0.0
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.where(mask, x / T, float("-inf"))
+        q = tl.load(Q + offs, mask=mask, other=0.0).to(tl.float32)
+        s += tl.sum(tl.exp(x - m), axis=0)
+        a1 += tl.sum(q * tl.log(q), axis=0)
+        a2 += tl.sum(q, axis=0)
+    lse = m + tl.log(s)
+    tl.store(loss + row, a1 + lse * a2)
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dX + row * n_cols + offs, tl.exp(x / T - lse), mask=mask)
+'''
+
+
+def test_a_row_read_in_three_loops_is_not_single_pass(library):
+    # liger's fused_linear_kl_div: two reductions of Q share its one read, but the logits row is read by
+    # each of three loops (max, denominator, gradient); it was reported as already single-pass
+    verdict = evaluate(library["single_pass_reduction"].present_when, subject(THREE_LOOPS, "kl_div_kernel"))
+    assert not verdict.ok
+    assert verdict.reasons == ["the row `X + offs` is read 3 times (lines 14, 23, 34)"]
+
+
 # -- tuning other than @triton.autotune -----------------------------------------------
 
 GEMM_BODY = '''(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -202,6 +245,32 @@ def test_dot_scaled_is_a_dot(library):
     assert applies(library, "grouped_pid_ordering", s)
     # no TF32 question for microscaled operands
     assert not applies(library, "tf32x3_dot_precision", s)
+
+
+BLOCK_PTR_GEMM = '''
+@triton.jit
+def bp_gemm(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_ptr = tl.make_block_ptr(a, (M, K), (K, 1), (pid_m * BLOCK_M, 0), (BLOCK_M, BLOCK_K), (1, 0))
+    b_ptr = tl.make_block_ptr(b, (K, N), (N, 1), (0, pid_n * BLOCK_N), (BLOCK_K, BLOCK_N), (1, 0))
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc += tl.dot(tl.load(a_ptr, boundary_check=(0, 1)), tl.load(b_ptr, boundary_check=(0, 1)))
+        a_ptr = tl.advance(a_ptr, (0, BLOCK_K))
+        b_ptr = tl.advance(b_ptr, (BLOCK_K, 0))
+    c_ptr = tl.make_block_ptr(c, (M, N), (N, 1), (pid_m * BLOCK_M, pid_n * BLOCK_N), (BLOCK_M, BLOCK_N), (1, 0))
+    tl.store(c_ptr, acc, boundary_check=(0, 1))
+'''
+
+
+def test_block_pointer_gemm_is_offered_tensor_descriptors(library):
+    # torchao's matmul_kernel_with_block_pointers: block pointers are removed from Triton 3.9, and
+    # tensor descriptors replace them; the pattern only looked at raw-pointer tiles
+    s = subject(BLOCK_PTR_GEMM, "bp_gemm")
+    v = evaluate(library["tma_tensor_descriptors"].applies_when.conditions, s)
+    assert v.ok and v.lines == [12]
+    assert v.reasons[0].startswith("load/store via block_ptr in a loop: `tl.load(a_ptr, boundary_check=(0, 1))`")
+    assert not present(library, "tma_tensor_descriptors", s)
 
 
 # -- persistent loops: while loops, and kernels without tl.dot ------------------------------
@@ -301,6 +370,63 @@ def gated_recurrence(x, g, o, T, D: tl.constexpr, BD: tl.constexpr):
 def test_linear_recurrence_pattern_not_on_decode_attention(library):
     assert not applies(library, "chunkwise_scan_checkpointing", subject(DECODE_ATTENTION, "decode_attention"))
     assert applies(library, "chunkwise_scan_checkpointing", subject(LINEAR_RECURRENCE, "gated_recurrence"))
+
+
+SCORE_TILE = '''
+@triton.jit
+def attn_scores(q, k, attn, T, scale, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NK: tl.constexpr):
+    i_t, i_s = tl.program_id(0), tl.program_id(1)
+    o_q = i_t * BT + tl.arange(0, BT)
+    o_k = i_s * BT + tl.arange(0, BT)
+    b_s = tl.zeros([BT, BT], dtype=tl.float32)
+    for i_kk in tl.static_range(NK):
+        o_kk = i_kk * BK + tl.arange(0, BK)
+        b_q = tl.load(q + o_q[:, None] * K + o_kk[None, :])
+        b_k = tl.load(k + o_kk[:, None] + o_k[None, :] * K)
+        b_s += tl.dot(b_q, b_k)
+    b_s = b_s * scale
+    tl.store(attn + o_q[:, None] * T + o_k[None, :], b_s)
+'''
+
+GLUON_ONLINE_SOFTMAX = '''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def weighted_rows(x, w, o, L: tl.constexpr, D: tl.constexpr):
+    i = gl.program_id(0)
+    b_m = -float("inf")
+    b_acc = 0.0
+    for i_l in gl.static_range(L):
+        b_v = gl.load(x + (i * L + i_l) * D + gl.arange(0, D))
+        b_s = gl.sum(b_v * gl.load(w + gl.arange(0, D)), 0)
+        b_m, b_mp = gl.maximum(b_m, b_s), b_m
+        b_r = gl.exp(b_mp - b_m)
+        b_acc = b_acc * b_r + gl.exp(b_s - b_m)
+    gl.store(o + i, b_acc)
+'''
+
+
+def test_dot_accumulator_scaled_after_its_loop_is_no_recurrence(library):
+    # FLA's Ascend parallel attention accumulates `b_s += tl.dot(q, k)` over K and scales b_s after the
+    # loop: the scaling outside the loop made it a "decayed state", and recurrent_state_in_out ranked
+    # first on an attention kernel
+    s = subject(SCORE_TILE, "attn_scores")
+    carried = evaluate(library["recurrent_state_in_out"].applies_when.conditions.children[0], s)
+    assert not carried.ok and carried.reasons == ["no state decayed and updated across loop iterations"]
+    assert not applies(library, "recurrent_state_in_out", s)
+    assert not applies(library, "chunkwise_scan_checkpointing", s)
+    # the same update inside the loop is a recurrence
+    inside = SCORE_TILE.replace("        b_s += tl.dot(b_q, b_k)\n    b_s = b_s * scale\n", "        b_s = b_s * scale + tl.dot(b_q, b_k)\n")
+    assert applies(library, "recurrent_state_in_out", subject(inside, "attn_scores"))
+
+
+def test_gluon_online_softmax_is_no_recurrent_state(library):
+    # FLA's attnres Gluon kernel rescales a running sum by exp(m_old - m_new): an online softmax
+    s = subject(GLUON_ONLINE_SOFTMAX, "weighted_rows")
+    assert evaluate(library["recurrent_state_in_out"].applies_when.conditions.children[0], s).ok  # b_acc is carried
+    assert not applies(library, "recurrent_state_in_out", s)
 
 
 # -- hoisted constants: applied only where it was done ------------------------------------

@@ -158,6 +158,12 @@ def _call_matches(c: CallSite, patterns: list[str]) -> bool:
     return any(_matches_any(n, patterns) for n in _names(c))
 
 
+@lru_cache(maxsize=65536)
+def _rx(pattern: str, flags: int = 0) -> re.Pattern:
+    """re.compile, remembered: patterns built from a kernel's names outgrow re's own cache of 512."""
+    return re.compile(pattern, flags)
+
+
 def _kernel(s: Subject) -> KernelFacts:
     assert s.kernel is not None
     return s.kernel
@@ -776,7 +782,9 @@ def reductions_share_load(
     if len(best) >= min_count:
         # a value reached through an earlier statistic (mean of a first read) is no shared read:
         # the row is read once per statistic when its address is loaded more than twice
-        reads = _reads_of(k, best_key[1])
+        # every row a reduction here reads counts: liger's KL-div reduces Q twice in one pass, but reads
+        # the logits row X three times (max, then denominator, then gradient)
+        reads = max((_reads_of(k, var) for _, var in sorted(groups)), key=len)
         if len(reads) > 2:
             where = ", ".join(str(c.line) for c in reads[:6])
             return Verdict(ok=False, reasons=[f"the row `{reads[0].args[0]}` is read {len(reads)} times (lines {where})"])
@@ -788,8 +796,10 @@ def reductions_share_load(
 def _reads_of(k: KernelFacts, var: str) -> list[CallSite]:
     """Every tl.load of the address `var` was loaded from (same pointer expression, helpers excluded)."""
     loads = [c for c in k.calls if c.name == "tl.load" and c.args and not c.via]
-    line = k.assigns.get(var, (0, ""))[0]
-    source = next((c for c in loads if c.line == line), None)
+    # the last assignment, or the first one when the value is reworked after its load
+    # (`x = tl.load(...)` then `x = tl.where(mask, x / T, -inf)`)
+    lines = [a[0] for a in (k.assigns.get(var), k.first_assigns.get(var)) if a]
+    source = next((c for ln in lines for c in loads if c.line == ln), None)
     if source is None:
         return []
     ptr = " ".join(source.args[0].split())
@@ -916,8 +926,15 @@ def _factors(node: ast.expr) -> list[ast.expr]:
 
 
 def _parse(text: str) -> ast.expr | None:
+    """The expression `text` (None if it is not one); callers only read the tree, so it is shared."""
+    return _parse_cached(text.strip())
+
+
+@lru_cache(maxsize=16384)
+def _parse_cached(text: str) -> ast.expr | None:
+    # the same expression texts are parsed by many predicates and patterns over one kernel
     try:
-        return ast.parse(text.strip(), mode="eval").body
+        return ast.parse(text, mode="eval").body
     except SyntaxError:
         return None
 
@@ -927,7 +944,7 @@ def welford_update(s: Subject) -> Verdict:
     """A Welford update written inline: an accumulator grows by (x - mean_new) * (x - mean_old), two deviations of one value from two means, whatever the helpers are called."""
     k = _kernel(s)
     candidates = [(var, e.partition(":")[2]) for var, exprs in k.accumulates.items() for e in exprs if e.startswith("add:")]
-    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if re.search(rf"\b{re.escape(var)}\s*\+", expr)]
+    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if var in expr and _rx(rf"\b{re.escape(var)}\s*\+").search(expr)]
     for var, text in candidates:
         node = _parse(text)
         if node is None:
@@ -959,7 +976,7 @@ def tuned_elsewhere(s: Subject) -> Verdict:
         if d != "triton.autotune" and _TUNER_DECORATOR.search(last):
             return Verdict(ok=True, lines=[k.line], reasons=[f"tuned by @{d} (line {k.line})"])
     for name, text in s.file.constants.items():
-        if re.search(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", text, re.S):
+        if "autotun" in text and k.name in text and _rx(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", re.S).search(text):
             return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
     for la in k.launches:
         local = s.file.host_assigns.get(la.function, {})
@@ -1004,13 +1021,19 @@ def recurrence_state(s: Subject) -> Verdict:
         for var in lp.assigned:
             if var == lp.target:
                 continue
-            ops = {e.partition(":")[0] for e in k.accumulates.get(var, [])}
-            expr = k.assigns.get(var, (0, ""))[1]
+            # only updates inside this loop: `acc += tl.dot(a, b)` in a K loop and `acc = acc * scale`
+            # after it (an epilogue) is a GEMM accumulator, not a decayed state
+            inside = range(lp.line, lp.end_line + 1)
+            lines = k.accumulate_lines.get(var, [])
+            ops = {e.partition(":")[0] for i, e in enumerate(k.accumulates.get(var, [])) if i >= len(lines) or lines[i] in inside}
+            history = k.assign_history.get(var) or ([k.assigns[var]] if var in k.assigns else [])
+            exprs = [(ln, e) for ln, e in history if ln in inside]
             own = rf"\b{re.escape(var)}\b"
-            scaled = "multiply" in ops or re.search(rf"\*\s*{own}|{own}\s*\*", expr)
-            added = "add" in ops or (re.search(own, expr) and "+" in expr)
+            # each pattern below needs the name in the text
+            scaled = "multiply" in ops or any(var in e and _rx(rf"\*\s*{own}|{own}\s*\*").search(e) for _, e in exprs)
+            added = "add" in ops or any(var in e and _rx(own).search(e) and "+" in e for _, e in exprs)
             if scaled and added and var in k.loaded:
-                line = k.assigns.get(var, (lp.line, ""))[0]
+                line = exprs[-1][0] if exprs else k.assigns.get(var, (lp.line, ""))[0]
                 return Verdict(ok=True, lines=[line], reasons=[f"{var} is decayed and updated every iteration of the loop at line {lp.line}"])
     return Verdict(ok=False, reasons=["no state decayed and updated across loop iterations"])
 
@@ -2132,24 +2155,46 @@ def max_of_loaded_row(s: Subject) -> Verdict:
     return Verdict(ok=False, reasons=["no tl.max in a loop over loaded values themselves"])
 
 
+_WORD = re.compile(r"\w+")
+_IDENTIFIER = re.compile(r"\w+")
+
+
 def _int64_names(k: KernelFacts) -> set[str]:
     """Variables holding int64 values: cast with .to(tl.int64), or computed from one that is."""
     wide: set[str] = set()
+    # `\bw\b` finds a name made of word characters exactly where it is one of the text's maximal
+    # runs of word characters: a set lookup per assignment instead of a regex per known name
+    words = {var: set(_WORD.findall(text)) for var, (_, text) in k.assigns.items()}
     for _ in range(4):  # through a few levels of assignments
+        odd = [w for w in wide if not _IDENTIFIER.fullmatch(w)]
         for var, (_, text) in k.assigns.items():
-            if "int64" in text or any(re.search(rf"\b{re.escape(w)}\b", text) for w in wide):
+            if "int64" in text or not wide.isdisjoint(words[var]) or any(re.search(rf"\b{re.escape(w)}\b", text) for w in odd):
                 wide.add(var)
+                if not _IDENTIFIER.fullmatch(var):
+                    odd.append(var)
     return wide
 
 
-def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4) -> list[str]:
-    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value."""
+def _pid_memo(k: KernelFacts, wide: set[str]) -> tuple[dict, set[str]]:
+    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
+    return {}, {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
+                and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+
+
+def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4,
+                        memo: tuple[dict, set[str]] | None = None) -> list[str]:
+    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value.
+
+    `memo` (_pid_memo(k, wide), one for the same k, wide and runtime) keeps each expression's
+    answer: the addresses of a kernel share their index variables, which are followed again otherwise."""
+    done, pids = memo if memo is not None else _pid_memo(k, wide)
+    got = done.get((text, depth))
+    if got is not None:
+        return got
+    done[(text, depth)] = out = []
     tree = _parse(text)
     if tree is None:
-        return []
-    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
-    pids = {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
-            and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+        return out
 
     def narrow_pid(node: ast.expr) -> bool:
         for n in ast.walk(node):
@@ -2162,7 +2207,6 @@ def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[
     def reads_runtime(node: ast.expr) -> bool:
         return any(isinstance(n, ast.Name) and n.id in runtime for n in ast.walk(node))
 
-    out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
             if (narrow_pid(n.left) and reads_runtime(n.right)) or (narrow_pid(n.right) and reads_runtime(n.left)):
@@ -2170,7 +2214,7 @@ def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[
         elif isinstance(n, ast.Name) and depth and n.id in k.assigns and n.id not in pids:
             # through the assignment, even of an int64 value: `(i_b * T + i_t) * H + i_h` multiplies in int32
             # before the int64 i_h joins
-            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1)
+            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1, memo)
     return out
 
 
@@ -2183,9 +2227,10 @@ def int32_pid_offsets(s: Subject, *, min_count: int = 1) -> Verdict:
     wide = _int64_names(k)
     runtime = {p.name for p in k.params if not p.constexpr}
     hits = []
+    memo = _pid_memo(k, wide)
     for c in k.calls:
         if c.name in ("tl.load", "tl.store") or c.name.startswith("tl.atomic_"):
             address = c.args[0] if c.args else c.kwargs.get("pointer", "")
-            if _int32_pid_products(k, address, wide, runtime):
+            if _int32_pid_products(k, address, wide, runtime, 4, memo):
                 hits.append(c)
     return _hit(hits, "address with an int32 program id times a runtime stride", min_count)
