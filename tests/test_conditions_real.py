@@ -359,6 +359,33 @@ def test_persistent_loop_considered_without_tl_dot(library):
     assert applies(library, "persistent_tile_loop", subject(ELEMENTWISE, "scale_kernel"))
 
 
+PERSISTENT_EPILOGUE = '''
+@triton.jit
+def persistent_gemm(a, b, c, M, N, K, alpha, beta, NUM_SMS: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    num_n = tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * num_n, NUM_SMS, flatten=True):
+        rm = (tile // num_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = (tile % num_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            rk = k + tl.arange(0, BLOCK_K)
+            acc = tl.dot(tl.load(a + rm[:, None] * K + rk[None, :]), tl.load(b + rk[:, None] * N + rn[None, :]), acc)
+        out = tl.fma(acc, alpha, beta * tl.load(c + rm[:, None] * N + rn[None, :]))
+        tl.store(c + rm[:, None] * N + rn[None, :], out)
+'''
+
+
+def test_epilogue_inside_a_persistent_tile_loop_is_fused(library):
+    # flashinfer's sm_constraint_gemm applies alpha/beta per tile inside its persistent loop: the
+    # epilogue check only looked outside every loop, and fused_epilogue counted as not applied
+    s = subject(PERSISTENT_EPILOGUE, "persistent_gemm")
+    verdict = evaluate(library["fused_epilogue"].present_when, s)
+    assert verdict.ok and verdict.lines == [16]
+    plain = PERSISTENT_EPILOGUE.replace("        out = tl.fma(acc, alpha, beta * tl.load(c + rm[:, None] * N + rn[None, :]))\n", "        out = acc\n")
+    assert not present(library, "fused_epilogue", subject(plain, "persistent_gemm"))
+
+
 # -- a decode attention is no linear recurrence -------------------------------------------
 
 DECODE_ATTENTION = '''

@@ -835,8 +835,14 @@ def epilogue_calls(s: Subject, *, name: list[str], after: list[str] = ["tl\\.dot
     producers = [lp for lp in k.loops if any(lp.line in c.loops and _call_matches(c, after) for c in k.calls)]
     if not producers:
         return Verdict(ok=False, reasons=[f"no loop calling {readable(after)}"])
-    end = max(lp.end_line for lp in producers)
-    hits = [c for c in k.calls if not c.loops and c.line > end and _call_matches(c, name)]
+    # the innermost producing loops (the K loop, not a persistent tile loop around it); the epilogue
+    # runs after one of them in the loops around it: outside every loop, or per tile of a persistent loop
+    inner = [lp for lp in producers if not any(o is not lp and lp.line < o.line <= lp.end_line for o in producers)]
+    hits = []
+    for lp in inner:
+        outer = sorted(o.line for o in k.loops if o.line < lp.line and o.end_line >= lp.end_line)
+        hits += [c for c in k.calls if c.line > lp.end_line and sorted(c.loops) == outer and _call_matches(c, name)]
+    hits = list({id(c): c for c in hits}.values())
     return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits})) or readable(name)} after the {readable(after)} loop", min_count)
 
 
