@@ -214,11 +214,45 @@ def launch(a, b, c):
 '''
 
 
-@pytest.mark.parametrize("src", [LIBTUNER, WRAPPED, CONFIG_TABLE, TABLE_FUNCTION], ids=["libtuner", "wrapper", "json-table", "table-function"])
+# torchao's hqq mixed_mm: heuristics first, then autotune wrapping that, with configs from helpers
+WRAPPED_TWICE = "@triton.jit\ndef gemm" + GEMM_BODY + '''
+
+def get_configs_compute_bound():
+    return [triton.Config({"BLOCK_M": 128}, num_stages=4), triton.Config({"BLOCK_M": 64}, num_stages=3)]
+
+
+def get_configs_io_bound():
+    return [triton.Config({"BLOCK_M": 16}, num_stages=2)]
+
+
+_gemm = triton.heuristics({"EVEN_K": lambda args: args["K"] % 64 == 0})(gemm)
+gemm_tuned = triton.autotune(
+    configs=get_configs_compute_bound() + get_configs_io_bound(), key=["M", "N", "K"]
+)(_gemm)
+'''
+
+# sglang's chunk_delta_h: one autotune config whose values are env knobs read at import
+ENV_CONFIG = ("import os\n\nBM = int(os.getenv('GEMM_BM', '64'))\nWARPS = int(os.getenv('GEMM_WARPS', '4'))\n\n"
+              "@triton.autotune(configs=[triton.Config({'BLOCK_M': BM}, num_warps=WARPS)], key=['M'])\n@triton.jit\ndef gemm" + GEMM_BODY)
+
+
+@pytest.mark.parametrize("src", [LIBTUNER, WRAPPED, CONFIG_TABLE, TABLE_FUNCTION, WRAPPED_TWICE, ENV_CONFIG],
+                         ids=["libtuner", "wrapper", "json-table", "table-function", "wrapper-of-wrapper", "env-config"])
 def test_tuning_without_triton_autotune_counts_as_tuned(library, src):
     s = subject(src, "gemm")
     assert present(library, "autotune_configs_keys", s)
     assert not applies(library, "autotune_configs_keys", s)
+
+
+def test_configs_of_a_wrapping_autotune_give_num_stages(library):
+    verdict = evaluate(library["software_pipelining_num_stages"].present_when, subject(WRAPPED_TWICE, "gemm"))
+    assert verdict.ok and verdict.reasons == ["num_stages=4 (line 5)"]
+
+
+def test_one_config_of_fixed_constants_is_not_tuned(library):
+    src = ("BM = 64\n\n@triton.autotune(configs=[triton.Config({'BLOCK_M': BM})], key=['M'])\n@triton.jit\ndef gemm" + GEMM_BODY
+           + "\n\ndef launch(a, b, c, M, N, K):\n    gemm[(M // 64, N // 64)](a, b, c, M, N, K, BLOCK_N=64, BLOCK_K=32)\n")
+    assert not present(library, "autotune_configs_keys", subject(src, "gemm"))
 
 
 def test_fixed_launch_is_not_tuned(library):
@@ -323,6 +357,33 @@ def test_while_loop_grid_stride_is_persistent(library):
 
 def test_persistent_loop_considered_without_tl_dot(library):
     assert applies(library, "persistent_tile_loop", subject(ELEMENTWISE, "scale_kernel"))
+
+
+PERSISTENT_EPILOGUE = '''
+@triton.jit
+def persistent_gemm(a, b, c, M, N, K, alpha, beta, NUM_SMS: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    num_n = tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * num_n, NUM_SMS, flatten=True):
+        rm = (tile // num_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = (tile % num_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            rk = k + tl.arange(0, BLOCK_K)
+            acc = tl.dot(tl.load(a + rm[:, None] * K + rk[None, :]), tl.load(b + rk[:, None] * N + rn[None, :]), acc)
+        out = tl.fma(acc, alpha, beta * tl.load(c + rm[:, None] * N + rn[None, :]))
+        tl.store(c + rm[:, None] * N + rn[None, :], out)
+'''
+
+
+def test_epilogue_inside_a_persistent_tile_loop_is_fused(library):
+    # flashinfer's sm_constraint_gemm applies alpha/beta per tile inside its persistent loop: the
+    # epilogue check only looked outside every loop, and fused_epilogue counted as not applied
+    s = subject(PERSISTENT_EPILOGUE, "persistent_gemm")
+    verdict = evaluate(library["fused_epilogue"].present_when, s)
+    assert verdict.ok and verdict.lines == [16]
+    plain = PERSISTENT_EPILOGUE.replace("        out = tl.fma(acc, alpha, beta * tl.load(c + rm[:, None] * N + rn[None, :]))\n", "        out = acc\n")
+    assert not present(library, "fused_epilogue", subject(plain, "persistent_gemm"))
 
 
 # -- a decode attention is no linear recurrence -------------------------------------------
