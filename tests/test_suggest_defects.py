@@ -1031,3 +1031,18 @@ def test_two_launches_in_one_function_are_no_data_flow():
         fb = extract_file(library_dir() / pid / "before.py")
         v = evaluate(lib[pid].applies_when.conditions, Subject(fb, next(k for k in fb.kernels if k.name == kernel)))
         assert v.ok and reason in v.reasons, pid
+
+
+def test_corpus_gives_no_block_size_a_launcher_fixes():
+    """The corpus run gave `--shape BLOCK_N=64` for one kernel of flag_gems' var_mean.py, and the
+    file-wide name overrode another launcher's own `BLOCK_N = 1024`: blocks a launch passes as a
+    number are no name to give."""
+    from patterns.retriever.corpus import _launch_literals, plausible_blocks
+
+    src = SYNCS.replace("first_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)",
+                        "BLOCK = 1024\n    first_kernel[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK)")
+    f = extract_source(src, "syncs.py")
+    k = {k.name: k for k in f.kernels}
+    assert _launch_literals(f, k["first_kernel"]) == {"BLOCK"}
+    assert plausible_blocks(k["first_kernel"], {}, f) == {}
+    assert plausible_blocks(k["first_kernel"], {}) == {"BLOCK": 64}  # without the launcher: a tile to give
