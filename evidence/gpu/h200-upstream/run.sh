@@ -12,8 +12,8 @@
 #
 # The GPU run is two calls (each at most 10 minutes of wall time), from the repository root, carrying
 # .whl .upstream .gpuindex, with OUT set by the device:
-#     TARGETS="fla_kda liger_rope" MAX_STEPS=4 PER_BASELINE=75 PER_TARGET=170 bash evidence/gpu/h200-upstream/run.sh
-#     TARGETS=sglang_decode MAX_STEPS=8 PER_BASELINE=75 PER_TARGET=420 bash evidence/gpu/h200-upstream/run.sh
+#     TARGETS="fla_kda liger_rope" MAX_STEPS=4 PER_BASELINE=90 PER_TARGET=170 bash evidence/gpu/h200-upstream/run.sh
+#     TARGETS=sglang_decode MAX_STEPS=8 PER_BASELINE=90 PER_TARGET=420 bash evidence/gpu/h200-upstream/run.sh
 # FLA has 4 planned attempts (2 refused by their codemods without a validation) and Liger 2 (one refused), so the
 # first call holds both; SGLang has 13 planned and gets the second call alone. In the last H200 run SGLang's baseline
 # validation (4 GPU shapes timed) finished within its 60 s, and the agent's 100 s held the probe, the plan, one timed
