@@ -93,6 +93,8 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         return Gate(False, 0, [], [], f"needs Triton {aw.triton}, assumed {triton}")
     if aw.dtypes and dtypes and not (set(DTYPE_ALIASES.get(d, d) for d in aw.dtypes) & dtypes):
         return Gate(False, 0, [], [], f"for {'/'.join(aw.dtypes)}, kernel uses {'/'.join(sorted(dtypes))}")
+    given = shapes
+    shapes = {**analysis.sizes, **shapes}  # sizes the launch replay derived from --input count as given
     for sc in aw.shapes:
         v = shapes.get(sc.name)
         if v is not None and ((sc.min is not None and v < sc.min) or (sc.max is not None and v > sc.max)):
@@ -120,7 +122,7 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
     unchecked = [sc for sc in aw.shapes if sc.name not in shapes]
     if checked:
         cond_strength = min(1.0, cond_strength + 0.2)
-        matched += [f"shape {sc.name}={shapes[sc.name]} in [{sc.min}, {sc.max}]" for sc in checked]
+        matched += [f"shape {sc.name}={shapes[sc.name]}{'' if sc.name in given else ' (from the inputs)'} in [{sc.min}, {sc.max}]" for sc in checked]
     if unchecked:
         strength *= 0.85  # the pattern is for certain sizes the user did not give
         matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (pass --shape {sc.name}=…)" for sc in unchecked]

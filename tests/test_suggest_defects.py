@@ -1046,3 +1046,22 @@ def test_corpus_gives_no_block_size_a_launcher_fixes():
     assert _launch_literals(f, k["first_kernel"]) == {"BLOCK"}
     assert plausible_blocks(k["first_kernel"], {}, f) == {}
     assert plausible_blocks(k["first_kernel"], {}) == {"BLOCK": 64}  # without the launcher: a tile to give
+
+
+def test_shape_conditions_are_checked_on_sizes_from_inputs(tmp_path):
+    """swap_ab_small_m (M <= 64) stayed in the top 5 of 4096x4096 GEMMs sized from --input: shape
+    conditions were checked against --shape only, and M from `M, K = a.shape` was 'unchecked'."""
+    from patterns.core.library import load_library
+    from patterns.retriever.launcher import parse_inputs
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    entries = [e for e in load_library() if e.id == "swap_ab_small_m"]
+    big = suggest(p, entries=entries, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    assert big.kernels[0].suggestions == []
+    small = suggest(p, entries=entries, inputs=parse_inputs(["a=32x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    s = small.kernels[0].suggestions
+    assert [x.pattern_id for x in s] == ["swap_ab_small_m"] and "shape M=32 (from the inputs) in [None, 64]" in s[0].matched
+    given = suggest(p, entries=entries, shapes={"M": 32}, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    assert "shape M=32 in [None, 64]" in given.kernels[0].suggestions[0].matched  # --shape wins over the replay
