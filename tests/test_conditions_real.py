@@ -483,6 +483,35 @@ def test_dot_accumulator_scaled_after_its_loop_is_no_recurrence(library):
     assert applies(library, "recurrent_state_in_out", subject(inside, "attn_scores"))
 
 
+RELOADED = '''
+@triton.jit
+def gated_delta(q, k, v, g, o, T, K: tl.constexpr, V: tl.constexpr):
+    i_h = tl.program_id(0)
+    o_k = tl.arange(0, K)
+    o_v = tl.arange(0, V)
+    b_h = tl.zeros([K, V], dtype=tl.float32)
+    for t in range(0, T):
+        b_q = tl.load(q + (i_h * T + t) * K + o_k).to(tl.float32)
+        b_q = b_q * tl.rsqrt(tl.sum(b_q * b_q) + 1e-6) + 1e-6
+        b_k = tl.load(k + (i_h * T + t) * K + o_k).to(tl.float32)
+        b_v = tl.load(v + (i_h * T + t) * V + o_v).to(tl.float32)
+        b_h = b_h * tl.exp(tl.load(g + i_h * T + t)) + b_k[:, None] * b_v[None, :]
+        tl.store(o + (i_h * T + t) * V + o_v, tl.sum(b_h * b_q[:, None], 0))
+'''
+
+
+def test_a_value_reloaded_every_iteration_is_no_state(library):
+    # FLA's gdn2 fused_recurrent normalises the freshly loaded b_q each step; the recurrence was named
+    # after b_q (loaded, then `b_q * ... + ...`) instead of the state b_h
+    from patterns.core.predicates import PREDICATES
+
+    v = PREDICATES["recurrence_state"].func(subject(RELOADED, "gated_delta"))
+    assert v.ok and v.reasons == ["b_h is decayed and updated every iteration of the loop at line 11"]
+    only_q = RELOADED.replace("        b_h = b_h * tl.exp(tl.load(g + i_h * T + t)) + b_k[:, None] * b_v[None, :]\n",
+                              "        b_h = b_k[:, None] * b_v[None, :]\n")
+    assert not PREDICATES["recurrence_state"].func(subject(only_q, "gated_delta")).ok
+
+
 def test_gluon_online_softmax_is_no_recurrent_state(library):
     # FLA's attnres Gluon kernel rescales a running sum by exp(m_old - m_new): an online softmax
     s = subject(GLUON_ONLINE_SOFTMAX, "weighted_rows")

@@ -1066,6 +1066,9 @@ def recurrence_state(s: Subject) -> Verdict:
             history = k.assign_history.get(var) or ([k.assigns[var]] if var in k.assigns else [])
             exprs = [(ln, e) for ln, e in history if ln in inside]
             own = rf"\b{re.escape(var)}\b"
+            if any(("tl.load" in e or ".load(" in e) and not _rx(own).search(e) for _, e in exprs):
+                continue  # read afresh every iteration (`b_q = tl.load(p_q)`, then normalised): nothing is carried
+            own = rf"\b{re.escape(var)}\b"
             # each pattern below needs the name in the text
             scaled = "multiply" in ops or any(var in e and _rx(rf"\*\s*{own}|{own}\s*\*").search(e) for _, e in exprs)
             added = "add" in ops or any(var in e and _rx(own).search(e) and "+" in e for _, e in exprs)
