@@ -632,10 +632,14 @@ def estimate(
     primary, others = found[0], _dedupe(found[1:], found[0].cls)
     sizes = {n: v for n, v in size.binds.items() if type(v) is int and kernel.param(n) is not None
              and not kernel.param(n).constexpr} if (inputs or shapes) else {}
+    if size.tensors:  # the largest tensor the launch passes: whether int32 element offsets can wrap
+        sizes[LARGEST_TENSOR] = max(t.numel() for t in size.tensors.values())
     return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized, sizes=sizes)
 
 
 UNKNOWN_PREFIX = "bottleneck unknown: "
+# a size patterns may condition on (applies_when.shapes): elements of the largest tensor a launch passes
+LARGEST_TENSOR = "largest_tensor_numel"
 
 
 def truncations(kernel: KernelFacts, binds: dict) -> list[str]:

@@ -18,7 +18,7 @@ from patterns.core.facts import extract_file, extract_source
 from patterns.core.hardware import GPU, gpu
 from patterns.core.library import Entry, load_library
 from patterns.core.predicates import PREDICATES, Subject, evaluate
-from patterns.retriever.estimate import DTYPE_ALIASES, STATIC_CLASSES, Analysis, estimate
+from patterns.retriever.estimate import DTYPE_ALIASES, LARGEST_TENSOR, STATIC_CLASSES, Analysis, estimate
 from patterns.core.facts_types import FileFacts, KernelFacts
 from patterns.core.records import KernelReport, SuggestReport, Suggestion
 from patterns.core.schema import BottleneckClass, Condition, Pattern, Verdict
@@ -125,7 +125,8 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         matched += [f"shape {sc.name}={shapes[sc.name]}{'' if sc.name in given else ' (from the inputs)'} in [{sc.min}, {sc.max}]" for sc in checked]
     if unchecked:
         strength *= 0.85  # the pattern is for certain sizes the user did not give
-        matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (pass --shape {sc.name}=…)" for sc in unchecked]
+        matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (" + ("give the kernel's tensors with --input" if sc.name == LARGEST_TENSOR
+                    else f"pass --shape {sc.name}=…") + ")" for sc in unchecked]
     return Gate(True, 0.5 * strength + 0.5 * cond_strength, matched, lines)
 
 

@@ -1065,3 +1065,23 @@ def test_shape_conditions_are_checked_on_sizes_from_inputs(tmp_path):
     assert [x.pattern_id for x in s] == ["swap_ab_small_m"] and "shape M=32 (from the inputs) in [None, 64]" in s[0].matched
     given = suggest(p, entries=entries, shapes={"M": 32}, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
     assert "shape M=32 in [None, 64]" in given.kernels[0].suggestions[0].matched  # --shape wins over the replay
+
+
+def test_int64_offsets_only_where_a_given_tensor_can_wrap_int32(tmp_path):
+    """int64_offsets ranked first on 68 corpus kernels sized from 4096x4096 inputs (16.8M elements):
+    an int32 element offset wraps only past 2^31 elements, which the given tensors say."""
+    from patterns.core.library import load_library
+    from patterns.retriever.launcher import parse_inputs
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "norm.py"
+    p.write_text(ROW_NORM)  # `x_ptr + row * n_cols + cols`: an int32 program id times a runtime stride
+    entries = [e for e in load_library() if e.id == "int64_offsets"]
+    small = suggest(p, entries=entries, inputs=parse_inputs(["x=4096x4096:bf16"]), top=5)
+    assert small.kernels[0].suggestions == []
+    big = suggest(p, entries=entries, inputs=parse_inputs(["x=65536x65536:bf16"]), top=5)
+    s = big.kernels[0].suggestions
+    assert [x.pattern_id for x in s] == ["int64_offsets"]
+    assert f"shape largest_tensor_numel={65536 * 65536} (from the inputs) in [2147483648, None]" in s[0].matched
+    unsized = suggest(p, entries=entries, top=5).kernels[0].suggestions
+    assert "unchecked: largest_tensor_numel in [2147483648, None] (give the kernel's tensors with --input)" in unsized[0].matched
