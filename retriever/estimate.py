@@ -484,6 +484,9 @@ class Analysis:
     gpu: str
     numbers: dict[str, float]
     measured: bool = True  # False when the roofline verdict is a guess (no shapes, no profile)
+    # integer kernel parameters the launch replay bound (M from `M, K = a.shape` of an --input): what
+    # a pattern's shape conditions are checked against when the user gave no --shape for them
+    sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def classes(self) -> list[BottleneckClass]:
@@ -627,10 +630,16 @@ def estimate(
     for w in truncations(kernel, size.binds):
         found[0].rationale.append(w)
     primary, others = found[0], _dedupe(found[1:], found[0].cls)
-    return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized)
+    sizes = {n: v for n, v in size.binds.items() if type(v) is int and kernel.param(n) is not None
+             and not kernel.param(n).constexpr} if (inputs or shapes) else {}
+    if size.tensors:  # the largest tensor the launch passes: whether int32 element offsets can wrap
+        sizes[LARGEST_TENSOR] = max(t.numel() for t in size.tensors.values())
+    return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized, sizes=sizes)
 
 
 UNKNOWN_PREFIX = "bottleneck unknown: "
+# a size patterns may condition on (applies_when.shapes): elements of the largest tensor a launch passes
+LARGEST_TENSOR = "largest_tensor_numel"
 
 
 def truncations(kernel: KernelFacts, binds: dict) -> list[str]:

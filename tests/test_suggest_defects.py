@@ -1031,3 +1031,57 @@ def test_two_launches_in_one_function_are_no_data_flow():
         fb = extract_file(library_dir() / pid / "before.py")
         v = evaluate(lib[pid].applies_when.conditions, Subject(fb, next(k for k in fb.kernels if k.name == kernel)))
         assert v.ok and reason in v.reasons, pid
+
+
+def test_corpus_gives_no_block_size_a_launcher_fixes():
+    """The corpus run gave `--shape BLOCK_N=64` for one kernel of flag_gems' var_mean.py, and the
+    file-wide name overrode another launcher's own `BLOCK_N = 1024`: blocks a launch passes as a
+    number are no name to give."""
+    from patterns.retriever.corpus import _launch_literals, plausible_blocks
+
+    src = SYNCS.replace("first_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)",
+                        "BLOCK = 1024\n    first_kernel[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK)")
+    f = extract_source(src, "syncs.py")
+    k = {k.name: k for k in f.kernels}
+    assert _launch_literals(f, k["first_kernel"]) == {"BLOCK"}
+    assert plausible_blocks(k["first_kernel"], {}, f) == {}
+    assert plausible_blocks(k["first_kernel"], {}) == {"BLOCK": 64}  # without the launcher: a tile to give
+
+
+def test_shape_conditions_are_checked_on_sizes_from_inputs(tmp_path):
+    """swap_ab_small_m (M <= 64) stayed in the top 5 of 4096x4096 GEMMs sized from --input: shape
+    conditions were checked against --shape only, and M from `M, K = a.shape` was 'unchecked'."""
+    from patterns.core.library import load_library
+    from patterns.retriever.launcher import parse_inputs
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    entries = [e for e in load_library() if e.id == "swap_ab_small_m"]
+    big = suggest(p, entries=entries, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    assert big.kernels[0].suggestions == []
+    small = suggest(p, entries=entries, inputs=parse_inputs(["a=32x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    s = small.kernels[0].suggestions
+    assert [x.pattern_id for x in s] == ["swap_ab_small_m"] and "shape M=32 (from the inputs) in [None, 64]" in s[0].matched
+    given = suggest(p, entries=entries, shapes={"M": 32}, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    assert "shape M=32 in [None, 64]" in given.kernels[0].suggestions[0].matched  # --shape wins over the replay
+
+
+def test_int64_offsets_only_where_a_given_tensor_can_wrap_int32(tmp_path):
+    """int64_offsets ranked first on 68 corpus kernels sized from 4096x4096 inputs (16.8M elements):
+    an int32 element offset wraps only past 2^31 elements, which the given tensors say."""
+    from patterns.core.library import load_library
+    from patterns.retriever.launcher import parse_inputs
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "norm.py"
+    p.write_text(ROW_NORM)  # `x_ptr + row * n_cols + cols`: an int32 program id times a runtime stride
+    entries = [e for e in load_library() if e.id == "int64_offsets"]
+    small = suggest(p, entries=entries, inputs=parse_inputs(["x=4096x4096:bf16"]), top=5)
+    assert small.kernels[0].suggestions == []
+    big = suggest(p, entries=entries, inputs=parse_inputs(["x=65536x65536:bf16"]), top=5)
+    s = big.kernels[0].suggestions
+    assert [x.pattern_id for x in s] == ["int64_offsets"]
+    assert f"shape largest_tensor_numel={65536 * 65536} (from the inputs) in [2147483648, None]" in s[0].matched
+    unsized = suggest(p, entries=entries, top=5).kernels[0].suggestions
+    assert "unchecked: largest_tensor_numel in [2147483648, None] (give the kernel's tensors with --input)" in unsized[0].matched

@@ -17,7 +17,9 @@
    the target as baseline, correctness and integrity always, performance on a
    GPU. The first failing check's layer picks the next action from the one
    table in policy.py (another parameter value, a numerics pattern stacked on
-   the candidate, the next pattern, stop).
+   the candidate, the next pattern, stop). Where the target itself fails the
+   spec's reference (the gate's baseline-vs-reference check), the attempt's
+   layer is "spec" and the run stops: every candidate would fail the same way.
 4. **Review**: a passing candidate becomes a review item (review.py) with its
    diff, bundle, hypothesis and the feedback trail so far. `--auto-merge-exact`
    accepts exact codemod rewrites; `--review interactive` asks at the terminal;
@@ -576,6 +578,9 @@ class Agent:
             self.say(_line(attempt, replayed))
             queue.extendleft(reversed(more))
             self.advance(len(result.attempts), min(self.cfg.max_steps, len(result.attempts) + len({q.key for q in queue} - seen)))
+            if attempt.layer == "spec":
+                finish = f"stopped at step {attempt.step}: {attempt.reason}; check the spec with `patterns validate SPEC`"
+                break
             if action != Action.review:
                 continue
             item = self._review(attempt, hypotheses, result.attempts, journal, run_dir.name)
@@ -644,6 +649,11 @@ class Agent:
         if outcome.bundle is None:
             return Attempt(**common, outcome="invalid", layer=outcome.layer, reason=outcome.reason)
         common["bundle"] = str(outcome.bundle_path)
+        # the unmodified target itself disagrees with the spec's reference: every candidate would fail the same way
+        wrong = next((c for c in outcome.bundle.checks if c.passed is False and c.name == "baseline-vs-reference"), None)
+        if wrong is not None:
+            return Attempt(**common, outcome="failed", layer="spec",
+                           reason=f"the unmodified target fails the spec's reference ({wrong.reason}): the spec or its reference is wrong")
         layer, reason = first_failure(outcome.bundle)
         if not layer:
             return Attempt(**common, outcome="passed", reason=_verdict(outcome.bundle))

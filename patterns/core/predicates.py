@@ -659,6 +659,24 @@ def loop_bound_loaded(s: Subject, *, min_count: int = 1) -> Verdict:
     return _hit(hits, "loop bound loaded from memory", min_count)
 
 
+def _autotune_wrappers(s: Subject, k: KernelFacts) -> list[tuple[str, str]]:
+    """Module-level `name = triton.autotune(...)(kernel)` assignments, through other wrappers of the
+    kernel (`_mm = triton.heuristics(H)(_mm_kernel)` then `tuned = triton.autotune(...)(_mm)`)."""
+    names, out, grew = {k.name}, [], True
+    while grew:
+        grew = False
+        for var, text in s.file.constants.items():
+            if var in names or not any(n in text for n in names):
+                continue
+            m = re.search(r"\)\s*\(\s*([A-Za-z_]\w*)\s*[,)]\s*$", text.strip(), re.S)
+            if m and m.group(1) in names:
+                names.add(var)
+                grew = True
+                if "autotun" in text and re.search(r"autotun\w*\s*\(", text):
+                    out.append((var, text))
+    return out
+
+
 def _config_values(s: Subject, source: str, name: str) -> list[str]:
     """Values of option `name` in autotune configs built by code: a comprehension
     (`Config(..., num_stages=s) for s in [2, 3, 4]`) or a helper function of the file returning them."""
@@ -666,9 +684,9 @@ def _config_values(s: Subject, source: str, name: str) -> list[str]:
     for var in re.findall(rf"\b{name}\s*=\s*([A-Za-z_]\w*)", source):
         m = re.search(rf"for\s+{var}\s+in\s+[\[(]([\d,\s]+)[\])]", source)
         out += re.findall(r"\d+", m.group(1)) if m else []
-    helper = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*\(.*\)\s*", source, re.S)
-    if helper:
-        fn = helper.group(1).rsplit(".", 1)[-1]
+    # configs returned by helpers of the file: `get_configs()`, `get_a() + get_b()`
+    for helper in re.findall(r"([A-Za-z_][\w.]*)\s*\(\s*\)", source):
+        fn = helper.rsplit(".", 1)[-1]
         for c in s.file.host_calls:
             if c.function == fn and c.name.endswith("Config") and name in c.kwargs:
                 out += _config_values(s, f"{name}={c.kwargs[name]}", name) or [c.kwargs[name]]
@@ -696,6 +714,10 @@ def launch_option(s: Subject, *, name: str, min_value: int | None = None, max_va
                 texts.append((k.autotune.line, cfg[name]))
             elif "source" in cfg:
                 texts += [(k.autotune.line, v) for v in _config_values(s, cfg["source"], name)]
+    for _var, text in _autotune_wrappers(s, k):  # tuned = triton.autotune(configs=get_configs(), ...)(kernel)
+        m = re.search(r"configs\s*=\s*(.*?)(,\s*\w+\s*=|\)\s*\()", text, re.S)
+        if m:
+            texts += [(k.line, v) for v in _config_values(s, m.group(1), name)]
     for line, text in texts:
         text = s.file.constants.get(text, text).strip()
         if text.isdigit():
@@ -791,7 +813,9 @@ def reductions_share_load(
     if len(best) >= min_count:
         # a value reached through an earlier statistic (mean of a first read) is no shared read:
         # the row is read once per statistic when its address is loaded more than twice
-        reads = _reads_of(k, best_key[1])
+        # every row a reduction here reads counts: liger's KL-div reduces Q twice in one pass, but reads
+        # the logits row X three times (max, then denominator, then gradient)
+        reads = max((_reads_of(k, var) for _, var in sorted(groups)), key=len)
         if len(reads) > 2:
             where = ", ".join(str(c.line) for c in reads[:6])
             return Verdict(ok=False, reasons=[f"the row `{reads[0].args[0]}` is read {len(reads)} times (lines {where})"])
@@ -841,8 +865,10 @@ def _row_loads(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
 def _reads_of(k: KernelFacts, var: str) -> list[CallSite]:
     """Every tl.load of the address `var` was loaded from (same pointer expression, helpers excluded)."""
     loads = [c for c in k.calls if c.name == "tl.load" and c.args and not c.via]
-    line = k.assigns.get(var, (0, ""))[0]
-    source = next((c for c in loads if c.line == line), None)
+    # the last assignment, or the first one when the value is reworked after its load
+    # (`x = tl.load(...)` then `x = tl.where(mask, x / T, -inf)`)
+    lines = [a[0] for a in (k.assigns.get(var), k.first_assigns.get(var)) if a]
+    source = next((c for ln in lines for c in loads if c.line == ln), None)
     if source is None:
         return []
     ptr = " ".join(source.args[0].split())
@@ -856,8 +882,14 @@ def epilogue_calls(s: Subject, *, name: list[str], after: list[str] = ["tl\\.dot
     producers = [lp for lp in k.loops if any(lp.line in c.loops and _call_matches(c, after) for c in k.calls)]
     if not producers:
         return Verdict(ok=False, reasons=[f"no loop calling {readable(after)}"])
-    end = max(lp.end_line for lp in producers)
-    hits = [c for c in k.calls if not c.loops and c.line > end and _call_matches(c, name)]
+    # the innermost producing loops (the K loop, not a persistent tile loop around it); the epilogue
+    # runs after one of them in the loops around it: outside every loop, or per tile of a persistent loop
+    inner = [lp for lp in producers if not any(o is not lp and lp.line < o.line <= lp.end_line for o in producers)]
+    hits = []
+    for lp in inner:
+        outer = sorted(o.line for o in k.loops if o.line < lp.line and o.end_line >= lp.end_line)
+        hits += [c for c in k.calls if c.line > lp.end_line and sorted(c.loops) == outer and _call_matches(c, name)]
+    hits = list({id(c): c for c in hits}.values())
     return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits})) or readable(name)} after the {readable(after)} loop", min_count)
 
 
@@ -1018,9 +1050,18 @@ def tuned_elsewhere(s: Subject) -> Verdict:
         last = d.rsplit(".", 1)[-1]
         if d != "triton.autotune" and _TUNER_DECORATOR.search(last):
             return Verdict(ok=True, lines=[k.line], reasons=[f"tuned by @{d} (line {k.line})"])
-    for name, text in s.file.constants.items():
-        if "autotun" in text and k.name in text and _rx(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", re.S).search(text):
-            return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
+    for name, text in _autotune_wrappers(s, k):
+        return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
+    at = k.autotune
+    if at is not None and at.configs and not at.generated:
+        # configs whose values are set per deployment (`BV=GDN_CHUNK_H_BV`, an env knob read at import)
+        named = sorted({v.strip() for cfg in at.configs for key, v in cfg.items() if key != "source"
+                        and re.fullmatch(r"[A-Za-z_][\w.]*", v.strip()) and v.strip() not in ("None", "True", "False")
+                        and not re.fullmatch(r"[\d.]+", s.file.constants.get(v.strip(), "").strip())})  # `BLOCK = 128`: fixed
+        if named:
+            source = s.file.constants.get(named[0], "")
+            return Verdict(ok=True, lines=[at.line], reasons=[f"@triton.autotune config values from {', '.join(named[:3])}"
+                                                              + (f" = `{' '.join(source.split())[:40]}`" if source else "") + f" (line {at.line})"])
     for la in k.launches:
         local = s.file.host_assigns.get(la.function, {})
         for text in [*la.args, *la.kwargs.values()]:
@@ -1064,14 +1105,22 @@ def recurrence_state(s: Subject) -> Verdict:
         for var in lp.assigned:
             if var == lp.target:
                 continue
-            ops = {e.partition(":")[0] for e in k.accumulates.get(var, [])}
-            expr = k.assigns.get(var, (0, ""))[1]
+            # only updates inside this loop: `acc += tl.dot(a, b)` in a K loop and `acc = acc * scale`
+            # after it (an epilogue) is a GEMM accumulator, not a decayed state
+            inside = range(lp.line, lp.end_line + 1)
+            lines = k.accumulate_lines.get(var, [])
+            ops = {e.partition(":")[0] for i, e in enumerate(k.accumulates.get(var, [])) if i >= len(lines) or lines[i] in inside}
+            history = k.assign_history.get(var) or ([k.assigns[var]] if var in k.assigns else [])
+            exprs = [(ln, e) for ln, e in history if ln in inside]
             own = rf"\b{re.escape(var)}\b"
-            named = var in expr  # each pattern below needs the name in the text
-            scaled = "multiply" in ops or (named and _rx(rf"\*\s*{own}|{own}\s*\*").search(expr))
-            added = "add" in ops or (named and _rx(own).search(expr) and "+" in expr)
+            if any(("tl.load" in e or ".load(" in e) and not _rx(own).search(e) for _, e in exprs):
+                continue  # read afresh every iteration (`b_q = tl.load(p_q)`, then normalised): nothing is carried
+            own = rf"\b{re.escape(var)}\b"
+            # each pattern below needs the name in the text
+            scaled = "multiply" in ops or any(var in e and _rx(rf"\*\s*{own}|{own}\s*\*").search(e) for _, e in exprs)
+            added = "add" in ops or any(var in e and _rx(own).search(e) and "+" in e for _, e in exprs)
             if scaled and added and var in k.loaded:
-                line = k.assigns.get(var, (lp.line, ""))[0]
+                line = exprs[-1][0] if exprs else k.assigns.get(var, (lp.line, ""))[0]
                 return Verdict(ok=True, lines=[line], reasons=[f"{var} is decayed and updated every iteration of the loop at line {lp.line}"])
     return Verdict(ok=False, reasons=["no state decayed and updated across loop iterations"])
 
