@@ -27,11 +27,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from patterns.distill.detect import KNOWN_PROJECTS, Detections
+from patterns.distill.detect import KNOWN_PROJECTS, Detections, check
 from patterns.distill.scan import FileRecord
 from patterns.distill.techniques import BY_ID, TECHNIQUES, Technique
 from patterns.core.facts_types import FileFacts, KernelFacts, NativeFileFacts
-from patterns.core.predicates import Subject, evaluate
+from patterns.core.predicates import Subject
 from patterns.core.records import Draft
 from patterns.core.schema import (
     AppliesWhen, ArchCondition, BottleneckClass, Condition, PatternEvidence, ResourceLimits, UpstreamLocation,
@@ -127,9 +127,9 @@ def _views(nat: NativeFileFacts, facts: FileFacts):
             yield fn, facts.model_copy(update={"native": sub})
 
 
-def _safe(cond: Condition, subject: Subject):
+def _safe(cond: Condition, subject: Subject, memo: dict):
     try:
-        return evaluate(cond, subject)
+        return check(cond, subject, memo)
     except Exception:  # a predicate that trips on unusual upstream facts must not stop the run
         return None
 
@@ -154,16 +154,18 @@ def mine(project: str, version: str, records: list[FileRecord], techniques: list
                 out.subjects["kernel"] += 1
                 start = min(starts.get(k.name, k.line), k.autotune.line if k.autotune else k.line, k.line)
                 kf = None
+                subject, memo = Subject(facts, k), {}
                 for t in by_scope.get("kernel", []):
-                    v = _safe(conds[t.id], Subject(facts, k))
+                    v = _safe(conds[t.id], subject, memo)
                     if v is None or not v.ok:
                         continue
                     kf = kf or _kernel_facts(k)
                     line = min([ln for ln in v.lines if start <= ln <= k.end_line] or [k.line])
                     add(t, Loc(project, version, rec.path, k.name, (start, k.end_line), rec.sha256, line, (v.reasons or [""])[0], kf))
             out.subjects["host"] += 1
+            subject, memo = Subject(facts, None), {}
             for t in by_scope.get("host", []):
-                v = _safe(conds[t.id], Subject(facts, None))
+                v = _safe(conds[t.id], subject, memo)
                 if v is None or not v.ok:
                     continue
                 reason = (v.reasons or [""])[0]
@@ -176,8 +178,9 @@ def mine(project: str, version: str, records: list[FileRecord], techniques: list
             for fn, view in _views(rec.native, whole):
                 out.subjects["native"] += 1
                 nf = None
+                subject, memo = Subject(view, None), {}
                 for t in by_scope.get("native", []):
-                    v = _safe(conds[t.id], Subject(view, None))
+                    v = _safe(conds[t.id], subject, memo)
                     if v is None or not v.ok:
                         continue
                     nf = nf or _native_facts(fn)

@@ -67,6 +67,13 @@ RULES: dict[str, str] = {
 }
 _COMPILED = {k: re.compile(rx) for k, rx in RULES.items()}
 # kinds a PTX instruction in inline asm can name
+@lru_cache(maxsize=65536)
+def _kinds_of(name: str, kinds: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The construct kinds whose rule matches a call, type or instruction name, in RULES order
+    (names recur across a tree's files: std::min, uint32_t, cute::TMA::..., each tested once)."""
+    return tuple(kind for kind, rx in _COMPILED.items() if (kinds is None or kind in kinds) and rx.search(name))
+
+
 _ASM_KINDS = ("tma_copy", "tma_descriptor", "mbarrier", "wgmma", "umma", "mma", "reg_realloc", "cluster", "pdl", "cp_async",
               "warp_shuffle", "atomic", "tmem", "stmatrix", "ldmatrix", "proxy_fence", "named_barrier", "elect_one", "prefetch",
               "fast_math", "vector_access", "memory_order", "cvt_pack", "warp_vote")
@@ -232,11 +239,8 @@ def extract_native(source: bytes, path: str = "<string>") -> NativeFileFacts:
         (facts[fidx].constructs if fidx >= 0 else outside).append(c)
 
     def classify(name: str, node, kinds: tuple[str, ...] | None = None) -> None:
-        for kind, rx in _COMPILED.items():
-            if kinds is not None and kind not in kinds:
-                continue
-            if rx.search(name):
-                add(kind, name, node)
+        for kind in _kinds_of(name, kinds):
+            add(kind, name, node)
 
     for node in caps.get("call", []):
         name = _strip_templates(_text(source, node))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import tarfile
 import zipfile
 from collections import Counter
@@ -75,15 +74,16 @@ def extract_record(kind: str, path: str, data: bytes, sha: str) -> str:
 _WORKER_CACHE: dict[tuple[str, bool], FactsCache] = {}
 
 
-def extract_and_cache(kind: str, path: str, data: bytes, sha: str, cache_base: str, enabled: bool) -> bytes:
-    """Worker: extract, write the cache entry here (in parallel with the others), and hand the
-    record back pickled, so the parent neither serialises nor parses JSON for it."""
-    rec = extract_file(kind, path, data, sha)
+def extract_and_cache(kind: str, path: str, data: bytes, sha: str, cache_base: str, enabled: bool) -> str:
+    """Worker: extract, write the cache entry here (in parallel with the others), and hand back
+    the record's JSON, the cache entry itself: the parent reads it as a warm run reads the cache
+    (serialising it once costs less than pickling the record besides)."""
+    text = extract_record(kind, path, data, sha)
     cache = _WORKER_CACHE.get((cache_base, enabled))
     if cache is None:
         cache = _WORKER_CACHE[(cache_base, enabled)] = FactsCache(root=Path(cache_base), enabled=enabled)
-    cache.put(sha, rec.model_dump_json())
-    return pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+    cache.put(sha, text)
+    return text
 
 
 def extract_file(kind: str, path: str, data: bytes, sha: str) -> FileRecord:
@@ -150,7 +150,7 @@ class Workers:
             self._pool.shutdown(cancel_futures=True)
 
     def submit(self, pending: list[Job], cache: FactsCache) -> dict[str, Future] | None:
-        """sha256 -> future of the pickled record (cached by the worker); None: too little work for a pool, run it in this process."""
+        """sha256 -> future of the record's JSON (cached by the worker); None: too little work for a pool, run it in this process."""
         if self.jobs <= 1 or len(pending) < 8:
             return None
         if self._pool is None:
@@ -257,7 +257,7 @@ def finish(p: Plan, cache: FactsCache, progress: Progress | None = None) -> Scan
         progress("extract", 0, total)
     for i, (kind, path, data, sha) in enumerate(p.pending):  # in tree order, whoever finished first
         if p.futures is not None:
-            first = pickle.loads(p.futures[sha].result())
+            first = FileRecord.model_validate_json(p.futures[sha].result())
         else:
             text = extract_record(kind, path, data, sha)
             cache.put(sha, text)

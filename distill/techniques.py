@@ -265,11 +265,15 @@ TECHNIQUES: list[Technique] = [
     Technique("packed_conversions", "Packed two-element conversions (cvt.rn.satfinite e4m3x2, float2 to bf16x2)", C.quantization, "native", "cuda",
               _nat("cvt_pack"), "converts two values per instruction, with saturation for FP8", S.numerics, ("compute-bound",)),
     Technique("warp_vote_compaction", "Warp votes and population counts for stream compaction", C.parallelism, "native", "cuda",
-              _nat("warp_vote"), "builds a lane mask with __ballot_sync and counts it with __popc to compact or count selections", bottlenecks=("compute-bound",)),
+              # a lane mask (ballot, match, activemask) and its count: __all_sync/__any_sync alone are an early exit
+              _nat("warp_vote", ["__ballot_sync|__match_\\w+_sync|__activemask|vote\\.sync\\.ballot|__popc\\w*"]),
+              "builds a lane mask with __ballot_sync and counts it with __popc to compact or count selections", bottlenecks=("compute-bound",)),
     Technique("cub_block_collectives", "CUB block and warp collectives", C.parallelism, "native", "cuda",
               _nat("cub"), "reduces or scans across a block with cub::BlockReduce / BlockScan", bottlenecks=("compute-bound",)),
     Technique("warp_shuffle_reduction", "Warp-level reductions with shuffles", C.parallelism, "native", "cuda",
-              _nat("warp_shuffle"), "reduces values across the lanes of a warp with __shfl_xor_sync or redux.sync, without shared memory", S.numerics, ("compute-bound",)),
+              # butterfly/down shuffles and warp reductions: a __shfl_sync broadcast of one lane's value is no reduction
+              _nat("warp_shuffle", ["__shfl_(xor|down|up)_sync|__reduce_\\w+_sync|redux\\.sync|shfl\\.sync\\.(bfly|down|up)"]),
+              "reduces values across the lanes of a warp with __shfl_xor_sync or redux.sync, without shared memory", S.numerics, ("compute-bound",)),
     Technique("global_atomic_accumulation", "Results combined with global atomics", C.parallelism, "native", "cuda",
               _nat("atomic", ["(?i)atomicAdd\\w*|atomicMax|atomicMin|\\bred\\.|atom\\.\\w*add"]),
               "merges per-block partial results or counters into global memory with atomic adds", S.numerics, ("memory-bound",)),

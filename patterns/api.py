@@ -405,6 +405,14 @@ def review_items(status: str = "pending", op: str | None = None, say: Callable[[
     return [i.model_dump(mode="json") for i in items if (status == "all" or i.status == status) and (op is None or i.op == op or (spec and i.spec == spec))]
 
 
+def agent_runs(op: str | None = None, say: Callable[[str], None] | None = None) -> list[dict]:
+    """The agent's runs (finished, running, interrupted) with their attempts, oldest first."""
+    from patterns.agent.loop import run_status
+    from patterns.agent.review import agent_home
+
+    return run_status(agent_home(), op, on_corrupt=say)
+
+
 def _spec_key(op: str) -> str:
     """The spec path an op argument names (a spec.py or a folder with one), '' for an op name."""
     from patterns.core.ops import spec_path

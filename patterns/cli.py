@@ -700,12 +700,12 @@ def evidence_export_cmd(
 # serving (patterns.serving.cli), agent and review (patterns.agent.cli); heavy imports inside the commands
 # --------------------------------------------------------------------------------------
 
-from patterns.agent.cli import agent_command, review_app  # noqa: E402
+from patterns.agent.cli import agent_app, review_app  # noqa: E402
 from patterns.serving.cli import serving_app  # noqa: E402
 
 app.add_typer(serving_app, name="serving")
 app.add_typer(review_app, name="review")
-app.command("agent")(agent_command)
+app.add_typer(agent_app, name="agent")
 
 
 # --------------------------------------------------------------------------------------

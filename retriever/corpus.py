@@ -237,7 +237,19 @@ def _split_top(text: str) -> list[str]:
     return [c for c in [*out, cur] if c.strip()]
 
 
-def plausible_blocks(kernel, shapes: dict[str, int]) -> dict[str, int]:
+def _launch_literals(facts, kernel) -> set[str]:
+    """Parameters every launch of the kernel passes as a number, directly or through a launcher
+    variable assigned one (`BLOCK_N = 1024`): sizes the launcher fixes, no user would give."""
+    out: set[str] | None = None
+    for la in kernel.launches:
+        assigns = facts.host_assigns.get(la.function, {})
+        passed = dict(zip([p.name for p in kernel.params], la.args)) | dict(la.kwargs)
+        fixed = {n for n, e in passed.items() if re.fullmatch(r"\d+", (assigns[e.strip()][1] if e.strip() in assigns else e).strip())}
+        out = fixed if out is None else out & fixed
+    return out or set()
+
+
+def plausible_blocks(kernel, shapes: dict[str, int], facts=None) -> dict[str, int]:
     """Block sizes a user passes for a kernel whose launcher computes them in a helper or an
     autotuner's generated configs: a block that a mask bounds by a whole extent (`cols < n_cols`,
     not moving with the program) covers it, as `triton.next_power_of_2(n_cols)` launchers do;
@@ -246,6 +258,8 @@ def plausible_blocks(kernel, shapes: dict[str, int]) -> dict[str, int]:
     if kernel.autotune and kernel.autotune.configs:
         bound |= set(kernel.autotune.configs[0])
     bound |= set(kernel.heuristics)
+    if facts is not None:
+        bound |= _launch_literals(facts, kernel)
     covers: dict[str, int] = {}
     for var, (_, expr) in kernel.assigns.items():
         m = re.fullmatch(r"\s*tl\.arange\(\s*0\s*,\s*([A-Za-z_]\w*)\s*\)\s*", expr)
@@ -398,28 +412,45 @@ def run_file(entry: dict, mode: str, entries) -> FileRun:
         shapes: dict[str, int] = {}
         inputs: dict[str, str] = {}
         per_kernel: dict[str, dict[str, str]] = {}
+        blocks: dict[str, dict[str, int]] = {}  # kernel -> block sizes a user would give for it
         if mode in ("shapes", "inputs"):
             for k in facts.kernels:
                 shapes.update(plausible_shapes(facts, k))
         if mode == "inputs":
             from patterns.retriever.launcher import parse_input
 
+            base = dict(shapes)
             for k in facts.kernels:
-                shapes.update({n: v for n, v in plausible_blocks(k, shapes).items() if n not in shapes})
+                blocks[k.name] = {n: v for n, v in plausible_blocks(k, base, facts).items() if n not in base}
+                shapes.update({n: v for n, v in blocks[k.name].items() if n not in shapes})
 
             for k in facts.kernels:
                 per_kernel[k.name] = plausible_inputs(facts, k)
                 inputs.update(per_kernel[k.name])
         for n in inputs:
             shapes.pop(n, None)  # a tensor, not a size (`g` of a gate is not a group count)
+        if inputs:
+            # sizes the launcher computes from an input (`N = x.numel()`, `M, K = a.shape`) come from that
+            # input, as they do for a user who gives the tensor: no --shape for them beside it
+            for k in facts.kernels:
+                for la in k.launches:
+                    for var, (_, expr) in facts.host_assigns.get(la.function, {}).items():
+                        if var in shapes and any(re.search(rf"\b{re.escape(n)}\b", expr) for n in inputs):
+                            shapes.pop(var)
         conflict = any(inputs.get(n) != v for ki in per_kernel.values() for n, v in ki.items())
+        # a block one kernel needs given, that another kernel's launcher fixes itself (`BLOCK_N = 1024`):
+        # a file-wide --shape would override that launcher, so one kernel at a time, as a user would
+        fixed = {n for k in facts.kernels for n in _launch_literals(facts, k)}
+        conflict = conflict or any(n in fixed for kb in blocks.values() for n in kb)
         if conflict:  # launchers that call the same name different tensors: one kernel at a time, as a user would
             kernel_reports = []
             for name, ki in per_kernel.items():
                 if by_name[name].device_function:
                     continue
                 tensors = dict(parse_input(f"{n}={v}") for n, v in ki.items()) or None
-                kernel_reports += suggest(path, kernel=name, shapes=shapes, top=TOP, entries=entries, inputs=tensors, strict_names=False).kernels
+                own = {n: v for n, v in shapes.items() if n not in {b for kb in blocks.values() for b in kb}} | blocks.get(name, {})
+                own = {n: v for n, v in own.items() if n not in ki}
+                kernel_reports += suggest(path, kernel=name, shapes=own, top=TOP, entries=entries, inputs=tensors, strict_names=False).kernels
             host = suggest(path, shapes=shapes, top=TOP, entries=entries, strict_names=False).kernels
             kernel_reports += [k for k in host if k.kernel == "<host code>"]
         else:

@@ -41,6 +41,9 @@ class LaunchSize:
     tensors: dict[str, Tensor] = field(default_factory=dict)  # pointer params bound to a --input tensor
     num_warps: int = 4
     num_stages: int = 3
+    # the launch passes num_warps as something the replay cannot evaluate (`BLOCK, num_warps =
+    # calculate_settings(n)` in another module): Triton's default of 4 is then no estimate
+    num_warps_unknown: str = ""
     assumptions: list[str] = field(default_factory=list)
     unknown: set[str] = field(default_factory=set)  # names the user can give (--shape NAME=, --input NAME=)
     unreplayable: list[str] = field(default_factory=list)  # what no name can fix: helpers, comprehensions
@@ -104,7 +107,8 @@ def size_launch(facts: FileFacts, kernel: KernelFacts, shapes: dict[str, int], i
                 try:
                     setattr(size, name, int(safe_eval(expr, env)))
                 except (Unknown, TypeError, ValueError):
-                    pass
+                    if name == "num_warps":
+                        size.num_warps_unknown = expr.strip()
             elif name in params:
                 _bind(size, env, name, expr)
     for name, value in shapes.items():
@@ -480,6 +484,9 @@ class Analysis:
     gpu: str
     numbers: dict[str, float]
     measured: bool = True  # False when the roofline verdict is a guess (no shapes, no profile)
+    # integer kernel parameters the launch replay bound (M from `M, K = a.shape` of an --input): what
+    # a pattern's shape conditions are checked against when the user gave no --shape for them
+    sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def classes(self) -> list[BottleneckClass]:
@@ -593,7 +600,10 @@ def estimate(
             why = (f"grid of {programs} programs fills {fill:.0%} of {hw.sm_count} SMs" if fill < 0.5 else
                    f"{waves:.2f} waves: the last wave runs {waves - math.floor(waves):.0%} full")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[why]))
-        if regs_per_thread >= 255:
+        if regs_per_thread >= 255 and size.num_warps_unknown and not (kernel.autotune and kernel.autotune.configs):
+            size.assumptions.append(f"registers per thread not estimated: the launch's num_warps={size.num_warps_unknown} "
+                                    "could not be evaluated (give the names it reads with --shape)")
+        elif regs_per_thread >= 255:
             what = (f"tiles of {cost.largest_tile} elements" if regs_2d >= regs_1d else
                     f"{cost.tensors_1d} 1-D block value(s) of {cost.block_1d} elements")
             verdicts.append(Bottleneck(cls=BottleneckClass.occupancy, numbers=nums, rationale=[
@@ -620,10 +630,16 @@ def estimate(
     for w in truncations(kernel, size.binds):
         found[0].rationale.append(w)
     primary, others = found[0], _dedupe(found[1:], found[0].cls)
-    return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized)
+    sizes = {n: v for n, v in size.binds.items() if type(v) is int and kernel.param(n) is not None
+             and not kernel.param(n).constexpr} if (inputs or shapes) else {}
+    if size.tensors:  # the largest tensor the launch passes: whether int32 element offsets can wrap
+        sizes[LARGEST_TENSOR] = max(t.numel() for t in size.tensors.values())
+    return Analysis(kernel=kernel.name, primary=primary, others=others, gpu=hw.name, numbers=nums, measured=sized, sizes=sizes)
 
 
 UNKNOWN_PREFIX = "bottleneck unknown: "
+# a size patterns may condition on (applies_when.shapes): elements of the largest tensor a launch passes
+LARGEST_TENSOR = "largest_tensor_numel"
 
 
 def truncations(kernel: KernelFacts, binds: dict) -> list[str]:

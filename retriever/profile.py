@@ -205,4 +205,4 @@ def apply_profile(analysis: Analysis, path: Path, kernel: str) -> Analysis:
     static = [b for b in [analysis.primary, *analysis.others] if b.cls in _STATIC]
     ordered = measured + [b for b in static if b.cls not in {m.cls for m in measured}]
     return Analysis(kernel=analysis.kernel, primary=ordered[0], others=ordered[1:], gpu=analysis.gpu,
-                    numbers={**analysis.numbers, **ordered[0].numbers}, measured=True)
+                    numbers={**analysis.numbers, **ordered[0].numbers}, measured=True, sizes=analysis.sizes)

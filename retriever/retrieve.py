@@ -18,7 +18,7 @@ from patterns.core.facts import extract_file, extract_source
 from patterns.core.hardware import GPU, gpu
 from patterns.core.library import Entry, load_library
 from patterns.core.predicates import PREDICATES, Subject, evaluate
-from patterns.retriever.estimate import DTYPE_ALIASES, STATIC_CLASSES, Analysis, estimate
+from patterns.retriever.estimate import DTYPE_ALIASES, LARGEST_TENSOR, STATIC_CLASSES, Analysis, estimate
 from patterns.core.facts_types import FileFacts, KernelFacts
 from patterns.core.records import KernelReport, SuggestReport, Suggestion
 from patterns.core.schema import BottleneckClass, Condition, Pattern, Verdict
@@ -93,6 +93,8 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
         return Gate(False, 0, [], [], f"needs Triton {aw.triton}, assumed {triton}")
     if aw.dtypes and dtypes and not (set(DTYPE_ALIASES.get(d, d) for d in aw.dtypes) & dtypes):
         return Gate(False, 0, [], [], f"for {'/'.join(aw.dtypes)}, kernel uses {'/'.join(sorted(dtypes))}")
+    given = shapes
+    shapes = {**analysis.sizes, **shapes}  # sizes the launch replay derived from --input count as given
     for sc in aw.shapes:
         v = shapes.get(sc.name)
         if v is not None and ((sc.min is not None and v < sc.min) or (sc.max is not None and v > sc.max)):
@@ -120,10 +122,11 @@ def gate(pattern: Pattern, subject: Subject, analysis: Analysis, hw: GPU, dtypes
     unchecked = [sc for sc in aw.shapes if sc.name not in shapes]
     if checked:
         cond_strength = min(1.0, cond_strength + 0.2)
-        matched += [f"shape {sc.name}={shapes[sc.name]} in [{sc.min}, {sc.max}]" for sc in checked]
+        matched += [f"shape {sc.name}={shapes[sc.name]}{'' if sc.name in given else ' (from the inputs)'} in [{sc.min}, {sc.max}]" for sc in checked]
     if unchecked:
         strength *= 0.85  # the pattern is for certain sizes the user did not give
-        matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (pass --shape {sc.name}=…)" for sc in unchecked]
+        matched += [f"unchecked: {sc.name} in [{sc.min}, {sc.max}] (" + ("give the kernel's tensors with --input" if sc.name == LARGEST_TENSOR
+                    else f"pass --shape {sc.name}=…") + ")" for sc in unchecked]
     return Gate(True, 0.5 * strength + 0.5 * cond_strength, matched, lines)
 
 

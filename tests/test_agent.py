@@ -417,3 +417,40 @@ def test_bad_input(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture) ->
     code, err = _main(capsys, "agent", str(target), "--shapes", "1", "--device", "cpu")
     assert code == 2 and err.startswith(f"error: {journal}:2: corrupt journal") and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_agent_status_lists_runs_as_json(home: Path, tmp_path: Path) -> None:
+    """`patterns agent status --format json`: every run, finished or interrupted, with its attempts;
+    a damaged journal is named on stderr and the rest are still listed."""
+    target = copy_op(tmp_path, "rmsnorm_gate")
+    result = run_agent(AgentConfig(op="rmsnorm_gate", target=target, shapes=1, device="cpu", max_steps=1), home=home)
+    done = result.run_dir
+    # a run killed after its first attempt: a prefix of a journal, ending before `finish`
+    lines = (done / "journal.jsonl").read_text().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if json.loads(ln)["kind"] == "attempt") + 1
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    start = json.loads(lines[0])
+    start["data"]["pid"] = dead.pid
+    killed = home / "runs" / "rmsnorm_gate-00000000T000000"
+    killed.mkdir(parents=True)
+    (killed / "journal.jsonl").write_text(json.dumps(start) + "\n" + "".join(lines[1:cut]))
+    broken = home / "runs" / "rmsnorm_gate-99999999T999999"
+    broken.mkdir()
+    (broken / "journal.jsonl").write_text('{"seq": 1, "kind": "start"}\n')
+    env = {**os.environ, "PATTERNS_AGENT_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-m", "patterns.cli", "agent", "status", "--format", "json"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["run"] for r in rows] == [killed.name, done.name]
+    assert [r["state"] for r in rows] == ["interrupted", "finished"]
+    assert rows[1]["attempts"] == len(result.attempts) == 1
+    assert rows[1]["outcomes"] == {result.attempts[0].outcome: 1}
+    assert rows[1]["reviews"] == [i.id for i in result.reviews] and rows[1]["finish"] == result.finish
+    assert rows[0]["attempts"] == 1 and rows[0]["finish"] is None and rows[0]["op"] == "rmsnorm_gate"
+    assert f"skipped run {broken.name}: " in out.stderr
+    table = subprocess.run([sys.executable, "-m", "patterns.cli", "agent", "status", "--op", "nope"], capture_output=True, text=True,
+                           env={**env, "COLUMNS": "80"}, timeout=300)
+    assert table.returncode == 0 and "0 agent runs" in table.stdout
+    assert max(len(ln) for ln in table.stdout.splitlines()) <= 80

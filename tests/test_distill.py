@@ -930,3 +930,35 @@ def test_a_technique_the_library_names_is_not_proposed(tmp_path):
     assert result.drafts == []
     why = {c.id: c.dropped for c in result.report.candidates}
     assert why["in_kernel_prefix_sum"].startswith("the library has it: prefix_sum_rows names the same technique")
+
+
+def test_short_circuit_check_gives_evaluates_verdict():
+    """detect.check (all/any stopped early, children reordered by cost, one predicate memo per subject
+    shared by every condition) returns exactly evaluate()'s verdict: on every kernel and file of the
+    library's own before/after examples and the fixtures, for every library pattern and technique."""
+    from patterns.distill.detect import check
+    from patterns.distill.techniques import TECHNIQUES
+
+    conds = [e.pattern.present_when for e in load_library()] + [Condition.model_validate(t.when) for t in TECHNIQUES]
+    files = sorted(Path("patterns/library").glob("*/before.py")) + sorted(Path("patterns/library").glob("*/after.py"))
+    files += sorted(PKG.rglob("*.py"))
+    subjects = []
+    for f in files:
+        facts = extract_source(f.read_text(encoding="utf-8"), str(f))
+        subjects += [Subject(facts, k) for k in facts.kernels] + [Subject(facts, None)]
+    for f in sorted(NATIVE.iterdir()):
+        nat = extract_native(f.read_bytes(), f.name)
+        subjects.append(Subject(FileFacts(path=f.name, native=nat), None))
+    held = 0
+    for _ in range(2):  # the second pass runs with the children in the order the first one measured
+        for s in subjects:
+            memo: dict = {}
+            for c in conds:
+                want = evaluate(c, s)
+                got = check(c, s, memo)
+                if want.ok:
+                    held += 1
+                    assert got == want, (c.describe(), s.file.path, s.kernel and s.kernel.name)
+                else:
+                    assert not got.ok, (c.describe(), s.file.path, s.kernel and s.kernel.name)
+    assert len(subjects) > 150 and held > 500

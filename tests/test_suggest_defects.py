@@ -919,3 +919,169 @@ def test_dot_scaled_flops_are_counted():
     t = src.replace('tl.dot_scaled(a, None, "e4m3", b,', 'tl.dot_scaled(a, None, "e4m3", tl.trans(b).T,')
     ft = extract_source(t, "mx_gemm.py")
     assert estimate(ft, ft.kernels[0], H200, {}, inputs=_inputs(4096)).numbers["dot_flops"] == 2 * 4096**3
+
+
+ROW_NORM = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    from .utils import calculate_settings
+
+
+    @triton.jit
+    def norm_kernel(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        m = tl.sum(x, 0) / n_cols
+        d = x - m
+        v = tl.sum(d * d, 0) / n_cols
+        y = d * tl.rsqrt(v + 1e-6)
+        z = y * 2.0
+        w = z + x
+        u = w * d
+        q = u + y
+        tl.store(y_ptr + row * n_cols + cols, q + z, mask=cols < n_cols)
+
+
+    def norm(x):
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+        norm_kernel[(n_rows,)](x, y, n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+        return y
+''')
+
+
+def test_num_warps_the_replay_cannot_read_is_no_register_estimate():
+    """liger's norms take `BLOCK_SIZE, num_warps = calculate_settings(n_cols)` from another module: the
+    estimate assumed Triton's default 4 warps and called a 4096-wide row norm occupancy-bound by
+    register spills; calculate_settings gives it 8 or 16 warps."""
+    from patterns.retriever.launcher import parse_inputs
+
+    f = extract_source(ROW_NORM, "norm.py")
+    inputs = parse_inputs(["x=4096x4096:bf16"])
+    a = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096}, inputs=inputs)
+    assert a.primary.cls == BottleneckClass.memory and BottleneckClass.occupancy not in a.classes
+    assert "registers per thread not estimated: the launch's num_warps=num_warps could not be evaluated" in " ".join(a.primary.rationale)
+    # given, the register estimate is made again
+    b = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096, "num_warps": 4}, inputs=inputs)
+    assert BottleneckClass.occupancy in b.classes
+    c = estimate(f, f.kernels[0], H200, {"BLOCK_SIZE": 4096, "num_warps": 16}, inputs=inputs)
+    assert BottleneckClass.occupancy not in c.classes and c.numbers["num_warps"] == 16
+
+
+TWO_LAUNCHES = _src('''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def gemm_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        i_m, i_n = tl.program_id(0), tl.program_id(1)
+        o_m = i_m * BM + tl.arange(0, BM)
+        o_n = i_n * BN + tl.arange(0, BN)
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for k in range(0, K, BK):
+            o_k = k + tl.arange(0, BK)
+            acc += tl.dot(tl.load(a + o_m[:, None] * K + o_k[None, :]), tl.load(b + o_k[:, None] * N + o_n[None, :]))
+        tl.store(c + o_m[:, None] * N + o_n[None, :], tl.sigmoid(acc) * acc)
+
+
+    @triton.jit
+    def fill_kernel(x, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=offs < n)
+
+
+    def forward(a, b, counts):
+        M, K = a.shape
+        N = b.shape[1]
+        fill_kernel[(triton.cdiv(counts.numel(), 256),)](counts, counts.numel(), BLOCK=256)
+        c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+        gemm_kernel[(triton.cdiv(M, 64), triton.cdiv(N, 64))](a, b, c, M, N, K, BM=64, BN=64, BK=32)
+        fill_kernel[(triton.cdiv(counts.numel(), 256),)](counts, counts.numel(), BLOCK=256)
+        return c
+''')
+
+
+def test_two_launches_in_one_function_are_no_data_flow():
+    """int4_dequant_in_gemm, fused_silu_mul_quant and fused_epilogue applied to any kernel of a file
+    where one host function launches two kernels (`launch_sequence`): int4 dequantization was suggested
+    for fp8 and bf16 GEMMs, a fused quantizer for every SiLU. They now need the other launch to write
+    what this kernel reads (a dequantizer) or to read what it writes (a quantizer, an epilogue)."""
+    from patterns.core.library import load_library
+    from patterns.core.predicates import Subject, evaluate
+
+    lib = {e.id: e.pattern for e in load_library()}
+    f = extract_source(TWO_LAUNCHES, "two.py")
+    s = Subject(f, next(k for k in f.kernels if k.name == "gemm_kernel"))
+    for pid in ("int4_dequant_in_gemm", "fused_silu_mul_quant", "fused_epilogue"):
+        assert not evaluate(lib[pid].applies_when.conditions, s).ok, pid
+    # the library's own before-examples still have the data flow, named with its lines
+    for pid, kernel, reason in [
+        ("int4_dequant_in_gemm", "gemm_nt_kernel", "dequant_int4_kernel (launched at line 43) writes `w`, which this kernel reads (line 45)"),
+        ("fused_silu_mul_quant", "silu_mul_fwd_kernel", "group_quant_fwd_kernel (launched at line 46) reads `h`, which this kernel writes (line 43)"),
+    ]:
+        from patterns.core.facts import extract_file
+        from patterns.core.library import library_dir
+
+        fb = extract_file(library_dir() / pid / "before.py")
+        v = evaluate(lib[pid].applies_when.conditions, Subject(fb, next(k for k in fb.kernels if k.name == kernel)))
+        assert v.ok and reason in v.reasons, pid
+
+
+def test_corpus_gives_no_block_size_a_launcher_fixes():
+    """The corpus run gave `--shape BLOCK_N=64` for one kernel of flag_gems' var_mean.py, and the
+    file-wide name overrode another launcher's own `BLOCK_N = 1024`: blocks a launch passes as a
+    number are no name to give."""
+    from patterns.retriever.corpus import _launch_literals, plausible_blocks
+
+    src = SYNCS.replace("first_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)",
+                        "BLOCK = 1024\n    first_kernel[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK)")
+    f = extract_source(src, "syncs.py")
+    k = {k.name: k for k in f.kernels}
+    assert _launch_literals(f, k["first_kernel"]) == {"BLOCK"}
+    assert plausible_blocks(k["first_kernel"], {}, f) == {}
+    assert plausible_blocks(k["first_kernel"], {}) == {"BLOCK": 64}  # without the launcher: a tile to give
+
+
+def test_shape_conditions_are_checked_on_sizes_from_inputs(tmp_path):
+    """swap_ab_small_m (M <= 64) stayed in the top 5 of 4096x4096 GEMMs sized from --input: shape
+    conditions were checked against --shape only, and M from `M, K = a.shape` was 'unchecked'."""
+    from patterns.core.library import load_library
+    from patterns.retriever.launcher import parse_inputs
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "gemm.py"
+    p.write_text(GEMM.replace("ORDER", ROW_MAJOR))
+    entries = [e for e in load_library() if e.id == "swap_ab_small_m"]
+    big = suggest(p, entries=entries, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    assert big.kernels[0].suggestions == []
+    small = suggest(p, entries=entries, inputs=parse_inputs(["a=32x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    s = small.kernels[0].suggestions
+    assert [x.pattern_id for x in s] == ["swap_ab_small_m"] and "shape M=32 (from the inputs) in [None, 64]" in s[0].matched
+    given = suggest(p, entries=entries, shapes={"M": 32}, inputs=parse_inputs(["a=4096x4096:bf16", "b=4096x4096:bf16"]), top=5)
+    assert "shape M=32 in [None, 64]" in given.kernels[0].suggestions[0].matched  # --shape wins over the replay
+
+
+def test_int64_offsets_only_where_a_given_tensor_can_wrap_int32(tmp_path):
+    """int64_offsets ranked first on 68 corpus kernels sized from 4096x4096 inputs (16.8M elements):
+    an int32 element offset wraps only past 2^31 elements, which the given tensors say."""
+    from patterns.core.library import load_library
+    from patterns.retriever.launcher import parse_inputs
+    from patterns.retriever.retrieve import suggest
+
+    p = tmp_path / "norm.py"
+    p.write_text(ROW_NORM)  # `x_ptr + row * n_cols + cols`: an int32 program id times a runtime stride
+    entries = [e for e in load_library() if e.id == "int64_offsets"]
+    small = suggest(p, entries=entries, inputs=parse_inputs(["x=4096x4096:bf16"]), top=5)
+    assert small.kernels[0].suggestions == []
+    big = suggest(p, entries=entries, inputs=parse_inputs(["x=65536x65536:bf16"]), top=5)
+    s = big.kernels[0].suggestions
+    assert [x.pattern_id for x in s] == ["int64_offsets"]
+    assert f"shape largest_tensor_numel={65536 * 65536} (from the inputs) in [2147483648, None]" in s[0].matched
+    unsized = suggest(p, entries=entries, top=5).kernels[0].suggestions
+    assert "unchecked: largest_tensor_numel in [2147483648, None] (give the kernel's tensors with --input)" in unsized[0].matched

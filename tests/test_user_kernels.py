@@ -265,6 +265,26 @@ def test_an_inplace_input_the_reference_leaves_alone_is_refused(user: dict) -> N
     assert failed and all(c["shape"]["H"] == 1 and "x[" in c["reason"] for c in failed), failed
 
 
+def test_a_target_failing_its_reference_stops_the_agent(user: dict) -> None:
+    """A reference with the wrong axis has the outputs' shapes (spec init's check passes), and the gate finds
+    the unmodified kernel itself disagreeing with it: the first validated attempt stops the run at the spec,
+    instead of every pattern failing 'correctness' on the same disagreement."""
+    d = user["dir"]
+    (d / "axis_ref.py").write_text("import torch\n\n\ndef reference(x):\n    return torch.softmax(x.float(), dim=0).to(x.dtype)\n")
+    r = cli(user, "spec", "init", "softmax.py", "--reference-file", "axis_ref.py", "--shape", "x=N,D", "--gpu-shape", "N=64,D=256")
+    assert r.returncode == 0, r.stderr
+    r = cli(user, "agent", "spec.py", "--device", "cpu", "--shapes", "1", "--max-steps", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (journal,) = (Path(user["env"]["PATTERNS_AGENT_HOME"]) / "runs").glob("softmax-*/journal.jsonl")
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    attempts = [e["data"] for e in events if e["kind"] == "attempt"]
+    validated = [a for a in attempts if a["bundle"]]
+    assert len(validated) == 1 and validated[0] == attempts[-1], attempts
+    assert validated[0]["layer"] == "spec" and "fails the spec's reference" in validated[0]["reason"] and "y[" in validated[0]["reason"]
+    (finish,) = [e["data"] for e in events if e["kind"] == "finish"]
+    assert finish["reason"].startswith(f"stopped at step {validated[0]['step']}: the unmodified target fails the spec's reference")
+
+
 def test_report_verdicts() -> None:
     from patterns.agent.report import verdict
 

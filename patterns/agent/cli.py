@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 from rich.markup import escape
 from rich.table import Table
 
@@ -98,6 +99,49 @@ def agent_command(
         for item in result.reviews:
             console.print(f"review item [bold]{item.id}[/]: {escape(item.pattern_id)} ({item.safety.value}) — {item.status}; `patterns review show {item.id}`")
         console.print(f"[dim]{escape(result.finish)}[/]")
+
+
+class _RunByDefault(TyperGroup):
+    """`patterns agent TARGET...` runs the agent (the `run` command); `patterns agent status` lists its
+    runs. A target that is literally named `status` is given as `./status` or `patterns agent run status`."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands:
+            args = ["run", *args]
+        return super().resolve_command(ctx, args)
+
+
+agent_app = typer.Typer(
+    name="agent", cls=_RunByDefault, no_args_is_help=True, context_settings={"ignore_unknown_options": True},
+    help="Run the agent on targets (`patterns agent TARGET...`, i.e. `agent run`), or list its runs (`agent status`).",
+)
+agent_app.command("run")(agent_command)
+
+
+@agent_app.command("status")
+def agent_status(
+    op: Optional[str] = typer.Option(None, "--op", help="only runs of this op"),
+    format: str = typer.Option("table", "--format", help="table or json"),
+) -> None:
+    """The agent's runs, oldest first: finished, running, or interrupted (the next run of the same target resumes it)."""
+    import json
+
+    from patterns.api import UsageError, agent_runs
+
+    if format not in ("table", "json"):
+        raise UsageError(f"--format: '{format}' is not table or json")
+    rows = agent_runs(op, say=_say)
+    if format == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"{len(rows)} agent runs", title_justify="left")
+    for col in ("run", "state", "attempts", "reviews", "finish"):
+        table.add_column(col, overflow="fold", no_wrap=col == "run")
+    for r in rows:
+        tried = ", ".join(f"{n} {k}" for k, n in sorted(r["outcomes"].items()))
+        table.add_row(r["run"], r["state"], f"{r['attempts']}" + (f" ({tried})" if tried else ""), str(len(r["reviews"])),
+                      escape(r["finish"] or ""))
+    console.print(table)
 
 
 def _progress():

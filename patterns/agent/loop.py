@@ -17,7 +17,9 @@
    the target as baseline, correctness and integrity always, performance on a
    GPU. The first failing check's layer picks the next action from the one
    table in policy.py (another parameter value, a numerics pattern stacked on
-   the candidate, the next pattern, stop).
+   the candidate, the next pattern, stop). Where the target itself fails the
+   spec's reference (the gate's baseline-vs-reference check), the attempt's
+   layer is "spec" and the run stops: every candidate would fail the same way.
 4. **Review**: a passing candidate becomes a review item (review.py) with its
    diff, bundle, hypothesis and the feedback trail so far. `--auto-merge-exact`
    accepts exact codemod rewrites; `--review interactive` asks at the terminal;
@@ -374,6 +376,56 @@ def find_run(runs: Path, identity: dict[str, Any], name: str | None = None) -> P
     return None
 
 
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def run_status(home: Path, op: str | None = None, on_corrupt: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Every run under <home>/runs, oldest first: what it ran on, whether it finished, is running in a live
+    process on this host, or was interrupted (the next `patterns agent` of the same target resumes it),
+    and its attempts so far. A journal that cannot be read is reported through `on_corrupt` and skipped."""
+    runs = Path(home) / "runs"
+    out: list[dict[str, Any]] = []
+    if not runs.is_dir():
+        return out
+    for path in sorted(runs.glob("*/journal.jsonl"), key=lambda p: p.parent.name):
+        try:
+            journal = Journal(path)
+        except (JournalError, OSError) as exc:
+            if on_corrupt is not None:
+                on_corrupt(f"skipped run {path.parent.name}: {str(exc).splitlines()[0]}")
+            continue
+        start = next(journal.of("start"), None)
+        if start is None:
+            continue
+        if op is not None and start.data.get("op") != op:
+            continue
+        attempts = [e.data for e in journal.of("attempt")]
+        finish = journal.last("finish")
+        last_pid = next((e.data.get("pid") for e in reversed(journal.events) if e.kind in ("start", "resume")), None)
+        state = "finished" if finish is not None else ("running" if _alive(last_pid) and last_pid != os.getpid() else "interrupted")
+        outcomes: dict[str, int] = {}
+        for a in attempts:
+            outcomes[a.get("outcome", "?")] = outcomes.get(a.get("outcome", "?"), 0) + 1
+        out.append({
+            "run": path.parent.name, "op": start.data.get("op"), "target": start.data.get("target"),
+            "device": start.data.get("device"), "arch": start.data.get("arch"), "started": start.at,
+            "updated": journal.events[-1].at, "state": state, "attempts": len(attempts), "outcomes": outcomes,
+            "reviews": (finish.data.get("reviews", []) if finish is not None else []),
+            "finish": finish.data.get("reason") if finish is not None else None,
+            "resumes": sum(1 for _ in journal.of("resume")), "journal": str(path),
+        })
+    return out
+
+
 class Agent:
     def __init__(self, cfg: AgentConfig, *, home: Path | None = None, store: ReviewStore | None = None,
                  ask: Callable[[ReviewItem], str] | None = None, say: Callable[[str], None] = lambda _: None,
@@ -526,6 +578,9 @@ class Agent:
             self.say(_line(attempt, replayed))
             queue.extendleft(reversed(more))
             self.advance(len(result.attempts), min(self.cfg.max_steps, len(result.attempts) + len({q.key for q in queue} - seen)))
+            if attempt.layer == "spec":
+                finish = f"stopped at step {attempt.step}: {attempt.reason}; check the spec with `patterns validate SPEC`"
+                break
             if action != Action.review:
                 continue
             item = self._review(attempt, hypotheses, result.attempts, journal, run_dir.name)
@@ -594,6 +649,11 @@ class Agent:
         if outcome.bundle is None:
             return Attempt(**common, outcome="invalid", layer=outcome.layer, reason=outcome.reason)
         common["bundle"] = str(outcome.bundle_path)
+        # the unmodified target itself disagrees with the spec's reference: every candidate would fail the same way
+        wrong = next((c for c in outcome.bundle.checks if c.passed is False and c.name == "baseline-vs-reference"), None)
+        if wrong is not None:
+            return Attempt(**common, outcome="failed", layer="spec",
+                           reason=f"the unmodified target fails the spec's reference ({wrong.reason}): the spec or its reference is wrong")
         layer, reason = first_failure(outcome.bundle)
         if not layer:
             return Attempt(**common, outcome="passed", reason=_verdict(outcome.bundle))

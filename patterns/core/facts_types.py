@@ -98,6 +98,8 @@ class KernelFacts(_Facts):
     assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, last assigned expression)")
     first_assigns: dict[str, tuple[int, str]] = Field(default_factory=dict, description="local variable -> (line, first assigned expression), where it differs from the last (`x = f(x)` refinements)")
     accumulates: dict[str, list[str]] = Field(default_factory=dict, description="variable -> augmented assignments, 'add:<expr>'")
+    accumulate_lines: dict[str, list[int]] = Field(default_factory=dict, description="variable -> lines of its augmented assignments (as accumulates)")
+    assign_history: dict[str, list[tuple[int, str]]] = Field(default_factory=dict, description="variable -> (line, value) of every plain assignment to it, in order; assigns keeps the last")
     launches: list[LaunchFacts] = Field(default_factory=list)
     helpers: list[str] = Field(default_factory=list)
     loaded: list[str] = Field(default_factory=list, description="local variables whose value derives from a load from memory (tl.load, desc.load)")

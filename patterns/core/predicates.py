@@ -158,6 +158,12 @@ def _call_matches(c: CallSite, patterns: list[str]) -> bool:
     return any(_matches_any(n, patterns) for n in _names(c))
 
 
+@lru_cache(maxsize=65536)
+def _rx(pattern: str, flags: int = 0) -> re.Pattern:
+    """re.compile, remembered: patterns built from a kernel's names outgrow re's own cache of 512."""
+    return re.compile(pattern, flags)
+
+
 def _kernel(s: Subject) -> KernelFacts:
     assert s.kernel is not None
     return s.kernel
@@ -653,6 +659,24 @@ def loop_bound_loaded(s: Subject, *, min_count: int = 1) -> Verdict:
     return _hit(hits, "loop bound loaded from memory", min_count)
 
 
+def _autotune_wrappers(s: Subject, k: KernelFacts) -> list[tuple[str, str]]:
+    """Module-level `name = triton.autotune(...)(kernel)` assignments, through other wrappers of the
+    kernel (`_mm = triton.heuristics(H)(_mm_kernel)` then `tuned = triton.autotune(...)(_mm)`)."""
+    names, out, grew = {k.name}, [], True
+    while grew:
+        grew = False
+        for var, text in s.file.constants.items():
+            if var in names or not any(n in text for n in names):
+                continue
+            m = re.search(r"\)\s*\(\s*([A-Za-z_]\w*)\s*[,)]\s*$", text.strip(), re.S)
+            if m and m.group(1) in names:
+                names.add(var)
+                grew = True
+                if "autotun" in text and re.search(r"autotun\w*\s*\(", text):
+                    out.append((var, text))
+    return out
+
+
 def _config_values(s: Subject, source: str, name: str) -> list[str]:
     """Values of option `name` in autotune configs built by code: a comprehension
     (`Config(..., num_stages=s) for s in [2, 3, 4]`) or a helper function of the file returning them."""
@@ -660,9 +684,9 @@ def _config_values(s: Subject, source: str, name: str) -> list[str]:
     for var in re.findall(rf"\b{name}\s*=\s*([A-Za-z_]\w*)", source):
         m = re.search(rf"for\s+{var}\s+in\s+[\[(]([\d,\s]+)[\])]", source)
         out += re.findall(r"\d+", m.group(1)) if m else []
-    helper = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*\(.*\)\s*", source, re.S)
-    if helper:
-        fn = helper.group(1).rsplit(".", 1)[-1]
+    # configs returned by helpers of the file: `get_configs()`, `get_a() + get_b()`
+    for helper in re.findall(r"([A-Za-z_][\w.]*)\s*\(\s*\)", source):
+        fn = helper.rsplit(".", 1)[-1]
         for c in s.file.host_calls:
             if c.function == fn and c.name.endswith("Config") and name in c.kwargs:
                 out += _config_values(s, f"{name}={c.kwargs[name]}", name) or [c.kwargs[name]]
@@ -690,6 +714,10 @@ def launch_option(s: Subject, *, name: str, min_value: int | None = None, max_va
                 texts.append((k.autotune.line, cfg[name]))
             elif "source" in cfg:
                 texts += [(k.autotune.line, v) for v in _config_values(s, cfg["source"], name)]
+    for _var, text in _autotune_wrappers(s, k):  # tuned = triton.autotune(configs=get_configs(), ...)(kernel)
+        m = re.search(r"configs\s*=\s*(.*?)(,\s*\w+\s*=|\)\s*\()", text, re.S)
+        if m:
+            texts += [(k.line, v) for v in _config_values(s, m.group(1), name)]
     for line, text in texts:
         text = s.file.constants.get(text, text).strip()
         if text.isdigit():
@@ -755,8 +783,14 @@ def reductions_share_load(
     *,
     ops: list[str] = ["tl.sum", "tl.max", "tl.min", "tl.reduce"],  # noqa: B006
     min_count: int = 2,
+    of_row: bool = False,
 ) -> Verdict:
-    """At least min_count reductions in one loop body (or in the loop-free body) derive from the same value loaded there: several reductions per read."""
+    """At least min_count reductions in one loop body (or in the loop-free body) derive from the same value loaded there: several reductions per read.
+
+    `of_row`: only reductions of the loaded row itself count (its statistics: sum, sum of squares,
+    max): the reduced expression reaches that one load through element-wise steps, not through a
+    dot or another reduction (attention's q·k scores) nor as a product with another loaded tensor
+    (a matrix-vector product written as tl.sum(h * k), a dot of two rows)."""
     k = _kernel(s)
     by_line = {lp.line: lp for lp in k.loops}
     in_any_loop = {v for lp in k.loops for v in lp.assigned}
@@ -769,14 +803,19 @@ def reductions_share_load(
         inner = by_line.get(ctx[-1]) if ctx else None
         if ctx and inner is None:
             continue
+        row = _row_loads(k, c.args[0]) if of_row and c.args else None
         for v in sorted(set(c.depends_on) & loaded):  # sorted: ties between groups resolve the same way every run
+            if row is not None and row != {v}:
+                continue
             if (inner is not None and v in inner.assigned) or (inner is None and v not in in_any_loop):
                 groups.setdefault((ctx, v), []).append(c)
     best_key, best = max(groups.items(), key=lambda kv: len(kv[1]), default=(None, []))
     if len(best) >= min_count:
         # a value reached through an earlier statistic (mean of a first read) is no shared read:
         # the row is read once per statistic when its address is loaded more than twice
-        reads = _reads_of(k, best_key[1])
+        # every row a reduction here reads counts: liger's KL-div reduces Q twice in one pass, but reads
+        # the logits row X three times (max, then denominator, then gradient)
+        reads = max((_reads_of(k, var) for _, var in sorted(groups)), key=len)
         if len(reads) > 2:
             where = ", ".join(str(c.line) for c in reads[:6])
             return Verdict(ok=False, reasons=[f"the row `{reads[0].args[0]}` is read {len(reads)} times (lines {where})"])
@@ -785,11 +824,51 @@ def reductions_share_load(
     return Verdict(ok=False, reasons=[f"no pass with {min_count} reductions of the same loaded value"])
 
 
+def _row_loads(k: KernelFacts, text: str, depth: int = 4) -> set[str]:
+    """The loaded variables (and loads written inline) an expression reaches through element-wise steps:
+    not through a dot, a reduction or a scan (a new quantity), nor a where's mask. A variable first
+    assigned a load is one (`x = tl.load(p).to(tl.float32)`), whatever refines it later (`x = x * s`);
+    with depth 0 no variable is followed (only loads written in the expression are found)."""
+    tree = _parse(text)
+    if tree is None:
+        return set()
+    out: set[str] = set()
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name in _CONTRACTIONS:
+                continue
+            if name == "tl.load" or name.endswith(".load"):
+                out.add(ast.unparse(node))
+                continue
+            todo += node.args[1:] if name == "tl.where" else [node.func, *node.args]
+            continue
+        if isinstance(node, ast.Name):
+            if depth > 0 and node.id in k.assigns:
+                if _row_loads(k, k.first_assigns.get(node.id, k.assigns[node.id])[1], 0):
+                    out.add(node.id)  # first assigned a load (element-wise steps on it: a cast, a scale)
+                else:
+                    text = k.assigns[node.id][1]
+                    sub = _row_loads(k, text, depth - 1)
+                    if not sub and node.id in k.loaded and not any(f"{c}(" in text for c in _CONTRACTIONS):
+                        # derived from loads, but not element-wise from one here nor a statistic of one:
+                        # a state carried across iterations (`h += k[:, None] * v[None, :]`)
+                        sub = {"?" + node.id}
+                    out |= sub
+            continue
+        todo += list(ast.iter_child_nodes(node))
+    return out
+
+
 def _reads_of(k: KernelFacts, var: str) -> list[CallSite]:
     """Every tl.load of the address `var` was loaded from (same pointer expression, helpers excluded)."""
     loads = [c for c in k.calls if c.name == "tl.load" and c.args and not c.via]
-    line = k.assigns.get(var, (0, ""))[0]
-    source = next((c for c in loads if c.line == line), None)
+    # the last assignment, or the first one when the value is reworked after its load
+    # (`x = tl.load(...)` then `x = tl.where(mask, x / T, -inf)`)
+    lines = [a[0] for a in (k.assigns.get(var), k.first_assigns.get(var)) if a]
+    source = next((c for ln in lines for c in loads if c.line == ln), None)
     if source is None:
         return []
     ptr = " ".join(source.args[0].split())
@@ -803,9 +882,86 @@ def epilogue_calls(s: Subject, *, name: list[str], after: list[str] = ["tl\\.dot
     producers = [lp for lp in k.loops if any(lp.line in c.loops and _call_matches(c, after) for c in k.calls)]
     if not producers:
         return Verdict(ok=False, reasons=[f"no loop calling {readable(after)}"])
-    end = max(lp.end_line for lp in producers)
-    hits = [c for c in k.calls if not c.loops and c.line > end and _call_matches(c, name)]
+    # the innermost producing loops (the K loop, not a persistent tile loop around it); the epilogue
+    # runs after one of them in the loops around it: outside every loop, or per tile of a persistent loop
+    inner = [lp for lp in producers if not any(o is not lp and lp.line < o.line <= lp.end_line for o in producers)]
+    hits = []
+    for lp in inner:
+        outer = sorted(o.line for o in k.loops if o.line < lp.line and o.end_line >= lp.end_line)
+        hits += [c for c in k.calls if c.line > lp.end_line and sorted(c.loops) == outer and _call_matches(c, name)]
+    hits = list({id(c): c for c in hits}.values())
     return _hit(hits, f"epilogue {'/'.join(sorted({c.name for c in hits})) or readable(name)} after the {readable(after)} loop", min_count)
+
+
+def _launch_binding(k: KernelFacts, la) -> dict[str, str]:
+    """Kernel parameter -> the launcher's argument text (a plain name when it is one)."""
+    out = {p.name: " ".join(a.split()) for p, a in zip(k.params, la.args)}
+    out.update({n: " ".join(a.split()) for n, a in la.kwargs.items() if k.param(n) is not None})
+    return out
+
+
+def _base_param(k: KernelFacts, text: str, seen: frozenset[str] = frozenset()) -> str:
+    """The pointer parameter an address is based on: the first parameter it reaches, in the order
+    written (`b + o_n * K` is b's, not K's), through local assignments."""
+    params = {p.name for p in k.params if not p.constexpr}
+    for n in re.findall(r"(?<![\w.])[A-Za-z_]\w*", text):
+        if n in params:
+            return n
+        if n in k.assigns and n not in seen:
+            inner = _base_param(k, k.assigns[n][1], seen | {n})
+            if inner:
+                return inner
+    return ""
+
+
+def _through(k: KernelFacts, op: str) -> set[str]:
+    """Pointer parameters the kernel loads (`tl.load`) or stores (`tl.store`, atomics) through."""
+    names = ("tl.load",) if op == "load" else ("tl.store",)
+    out: set[str] = set()
+    for c in k.calls:
+        if c.args and not c.via and (c.name in names or (op == "store" and c.name.startswith("tl.atomic_"))):
+            out.add(_base_param(k, c.args[0]))
+    return out - {""}
+
+
+@predicate()
+def launch_neighbour(s: Subject, *, role: Literal["producer", "consumer"], holds: str | None = None,
+                     args: dict | None = None) -> Verdict:
+    """Another kernel of this file is launched in the same host function before this kernel's launch and
+    stores a tensor this kernel loads (role producer), or after it and loads a tensor this kernel stores
+    (role consumer): data passed through memory between two launches. `holds`: a predicate (with `args`)
+    true of that other kernel, e.g. nibble_unpack for a dequantize-then-GEMM pair."""
+    if holds is not None and holds not in PREDICATES:
+        raise ValueError(f"launch_neighbour: unknown predicate '{holds}' in holds")
+    k = _kernel(s)
+    mine_in, mine_out = _through(k, "load"), _through(k, "store")
+    for la in k.launches:
+        here = _launch_binding(k, la)
+        for other in s.file.kernels:
+            if other.name == k.name or other.device_function:
+                continue
+            for ol in other.launches:
+                if ol.function != la.function or (ol.line < la.line) != (role == "producer") or ol.line == la.line:
+                    continue
+                there = _launch_binding(other, ol)
+                if role == "producer":
+                    shared = {here[p] for p in mine_in if p in here} & {there[p] for p in _through(other, "store") if p in there}
+                else:
+                    shared = {here[p] for p in mine_out if p in here} & {there[p] for p in _through(other, "load") if p in there}
+                shared = {t for t in shared if re.fullmatch(r"[A-Za-z_][\w.]*", t)}
+                if not shared:
+                    continue
+                if holds is not None:
+                    v = PREDICATES[holds].func(Subject(s.file, other), **(args or {}))
+                    if not v.ok:
+                        continue
+                what = "writes" if role == "producer" else "reads"
+                return Verdict(ok=True, lines=sorted({ol.line, la.line}), reasons=[
+                    f"{other.name} (launched at line {ol.line}) {what} `{sorted(shared)[0]}`, which this kernel "
+                    f"{'reads' if role == 'producer' else 'writes'} (line {la.line})"])
+    return Verdict(ok=False, reasons=[f"no kernel launched {'before' if role == 'producer' else 'after'} this one "
+                                      f"{'writes what it reads' if role == 'producer' else 'reads what it writes'}"
+                                      + (f" with {holds}" if holds else "")])
 
 
 @predicate(scope="file")
@@ -845,8 +1001,15 @@ def _factors(node: ast.expr) -> list[ast.expr]:
 
 
 def _parse(text: str) -> ast.expr | None:
+    """The expression `text` (None if it is not one); callers only read the tree, so it is shared."""
+    return _parse_cached(text.strip())
+
+
+@lru_cache(maxsize=16384)
+def _parse_cached(text: str) -> ast.expr | None:
+    # the same expression texts are parsed by many predicates and patterns over one kernel
     try:
-        return ast.parse(text.strip(), mode="eval").body
+        return ast.parse(text, mode="eval").body
     except SyntaxError:
         return None
 
@@ -856,7 +1019,7 @@ def welford_update(s: Subject) -> Verdict:
     """A Welford update written inline: an accumulator grows by (x - mean_new) * (x - mean_old), two deviations of one value from two means, whatever the helpers are called."""
     k = _kernel(s)
     candidates = [(var, e.partition(":")[2]) for var, exprs in k.accumulates.items() for e in exprs if e.startswith("add:")]
-    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if re.search(rf"\b{re.escape(var)}\s*\+", expr)]
+    candidates += [(var, expr) for var, (_, expr) in k.assigns.items() if var in expr and _rx(rf"\b{re.escape(var)}\s*\+").search(expr)]
     for var, text in candidates:
         node = _parse(text)
         if node is None:
@@ -887,9 +1050,18 @@ def tuned_elsewhere(s: Subject) -> Verdict:
         last = d.rsplit(".", 1)[-1]
         if d != "triton.autotune" and _TUNER_DECORATOR.search(last):
             return Verdict(ok=True, lines=[k.line], reasons=[f"tuned by @{d} (line {k.line})"])
-    for name, text in s.file.constants.items():
-        if re.search(rf"autotun\w*\s*\(.*\)\s*\(\s*{re.escape(k.name)}\s*[,)]", text, re.S):
-            return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
+    for name, text in _autotune_wrappers(s, k):
+        return Verdict(ok=True, lines=[k.line], reasons=[f"autotuned by wrapping: {name} = {' '.join(text.split())[:60]}"])
+    at = k.autotune
+    if at is not None and at.configs and not at.generated:
+        # configs whose values are set per deployment (`BV=GDN_CHUNK_H_BV`, an env knob read at import)
+        named = sorted({v.strip() for cfg in at.configs for key, v in cfg.items() if key != "source"
+                        and re.fullmatch(r"[A-Za-z_][\w.]*", v.strip()) and v.strip() not in ("None", "True", "False")
+                        and not re.fullmatch(r"[\d.]+", s.file.constants.get(v.strip(), "").strip())})  # `BLOCK = 128`: fixed
+        if named:
+            source = s.file.constants.get(named[0], "")
+            return Verdict(ok=True, lines=[at.line], reasons=[f"@triton.autotune config values from {', '.join(named[:3])}"
+                                                              + (f" = `{' '.join(source.split())[:40]}`" if source else "") + f" (line {at.line})"])
     for la in k.launches:
         local = s.file.host_assigns.get(la.function, {})
         for text in [*la.args, *la.kwargs.values()]:
@@ -933,13 +1105,22 @@ def recurrence_state(s: Subject) -> Verdict:
         for var in lp.assigned:
             if var == lp.target:
                 continue
-            ops = {e.partition(":")[0] for e in k.accumulates.get(var, [])}
-            expr = k.assigns.get(var, (0, ""))[1]
+            # only updates inside this loop: `acc += tl.dot(a, b)` in a K loop and `acc = acc * scale`
+            # after it (an epilogue) is a GEMM accumulator, not a decayed state
+            inside = range(lp.line, lp.end_line + 1)
+            lines = k.accumulate_lines.get(var, [])
+            ops = {e.partition(":")[0] for i, e in enumerate(k.accumulates.get(var, [])) if i >= len(lines) or lines[i] in inside}
+            history = k.assign_history.get(var) or ([k.assigns[var]] if var in k.assigns else [])
+            exprs = [(ln, e) for ln, e in history if ln in inside]
             own = rf"\b{re.escape(var)}\b"
-            scaled = "multiply" in ops or re.search(rf"\*\s*{own}|{own}\s*\*", expr)
-            added = "add" in ops or (re.search(own, expr) and "+" in expr)
+            if any(("tl.load" in e or ".load(" in e) and not _rx(own).search(e) for _, e in exprs):
+                continue  # read afresh every iteration (`b_q = tl.load(p_q)`, then normalised): nothing is carried
+            own = rf"\b{re.escape(var)}\b"
+            # each pattern below needs the name in the text
+            scaled = "multiply" in ops or any(var in e and _rx(rf"\*\s*{own}|{own}\s*\*").search(e) for _, e in exprs)
+            added = "add" in ops or any(var in e and _rx(own).search(e) and "+" in e for _, e in exprs)
             if scaled and added and var in k.loaded:
-                line = k.assigns.get(var, (lp.line, ""))[0]
+                line = exprs[-1][0] if exprs else k.assigns.get(var, (lp.line, ""))[0]
                 return Verdict(ok=True, lines=[line], reasons=[f"{var} is decayed and updated every iteration of the loop at line {lp.line}"])
     return Verdict(ok=False, reasons=["no state decayed and updated across loop iterations"])
 
@@ -2061,24 +2242,46 @@ def max_of_loaded_row(s: Subject) -> Verdict:
     return Verdict(ok=False, reasons=["no tl.max in a loop over loaded values themselves"])
 
 
+_WORD = re.compile(r"\w+")
+_IDENTIFIER = re.compile(r"\w+")
+
+
 def _int64_names(k: KernelFacts) -> set[str]:
     """Variables holding int64 values: cast with .to(tl.int64), or computed from one that is."""
     wide: set[str] = set()
+    # `\bw\b` finds a name made of word characters exactly where it is one of the text's maximal
+    # runs of word characters: a set lookup per assignment instead of a regex per known name
+    words = {var: set(_WORD.findall(text)) for var, (_, text) in k.assigns.items()}
     for _ in range(4):  # through a few levels of assignments
+        odd = [w for w in wide if not _IDENTIFIER.fullmatch(w)]
         for var, (_, text) in k.assigns.items():
-            if "int64" in text or any(re.search(rf"\b{re.escape(w)}\b", text) for w in wide):
+            if "int64" in text or not wide.isdisjoint(words[var]) or any(re.search(rf"\b{re.escape(w)}\b", text) for w in odd):
                 wide.add(var)
+                if not _IDENTIFIER.fullmatch(var):
+                    odd.append(var)
     return wide
 
 
-def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4) -> list[str]:
-    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value."""
+def _pid_memo(k: KernelFacts, wide: set[str]) -> tuple[dict, set[str]]:
+    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
+    return {}, {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
+                and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+
+
+def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[str], depth: int = 4,
+                        memo: tuple[dict, set[str]] | None = None) -> list[str]:
+    """`a * b` terms of an address where one side is an int32 program id and the other reads a runtime value.
+
+    `memo` (_pid_memo(k, wide), one for the same k, wide and runtime) keeps each expression's
+    answer: the addresses of a kernel share their index variables, which are followed again otherwise."""
+    done, pids = memo if memo is not None else _pid_memo(k, wide)
+    got = done.get((text, depth))
+    if got is not None:
+        return got
+    done[(text, depth)] = out = []
     tree = _parse(text)
     if tree is None:
-        return []
-    # program ids and pure index arithmetic on them (`i_bh // H`), not the tile offsets built with tl.arange
-    pids = {v for v, axes in k.pid_deps.items() if axes and v not in wide and "tl.arange" not in k.assigns.get(v, (0, ""))[1]
-            and not k.assigns.get(v, (0, ""))[1].startswith("tl.load")}
+        return out
 
     def narrow_pid(node: ast.expr) -> bool:
         for n in ast.walk(node):
@@ -2091,7 +2294,6 @@ def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[
     def reads_runtime(node: ast.expr) -> bool:
         return any(isinstance(n, ast.Name) and n.id in runtime for n in ast.walk(node))
 
-    out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
             if (narrow_pid(n.left) and reads_runtime(n.right)) or (narrow_pid(n.right) and reads_runtime(n.left)):
@@ -2099,7 +2301,7 @@ def _int32_pid_products(k: KernelFacts, text: str, wide: set[str], runtime: set[
         elif isinstance(n, ast.Name) and depth and n.id in k.assigns and n.id not in pids:
             # through the assignment, even of an int64 value: `(i_b * T + i_t) * H + i_h` multiplies in int32
             # before the int64 i_h joins
-            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1)
+            out += _int32_pid_products(k, k.assigns[n.id][1], wide, runtime, depth - 1, memo)
     return out
 
 
@@ -2112,9 +2314,10 @@ def int32_pid_offsets(s: Subject, *, min_count: int = 1) -> Verdict:
     wide = _int64_names(k)
     runtime = {p.name for p in k.params if not p.constexpr}
     hits = []
+    memo = _pid_memo(k, wide)
     for c in k.calls:
         if c.name in ("tl.load", "tl.store") or c.name.startswith("tl.atomic_"):
             address = c.args[0] if c.args else c.kwargs.get("pointer", "")
-            if _int32_pid_products(k, address, wide, runtime):
+            if _int32_pid_products(k, address, wide, runtime, 4, memo):
                 hits.append(c)
     return _hit(hits, "address with an int32 program id times a runtime stride", min_count)

@@ -12,11 +12,13 @@
 #
 # The GPU run is two calls (each at most 10 minutes of wall time), from the repository root, carrying
 # .whl .upstream .gpuindex, with OUT set by the device:
-#     TARGETS="fla_kda liger_rope" MAX_STEPS=4 PER_BASELINE=75 PER_TARGET=170 bash evidence/gpu/h200-upstream/run.sh
-#     TARGETS=sglang_decode MAX_STEPS=8 PER_BASELINE=75 PER_TARGET=420 bash evidence/gpu/h200-upstream/run.sh
+#     TARGETS="fla_kda liger_rope" MAX_STEPS=4 PER_BASELINE=90 PER_TARGET=170 bash evidence/gpu/h200-upstream/run.sh
+#     TARGETS=sglang_decode MAX_STEPS=8 PER_BASELINE=90 PER_TARGET=420 bash evidence/gpu/h200-upstream/run.sh
 # FLA has 4 planned attempts (2 refused by their codemods without a validation) and Liger 2 (one refused), so the
-# first call holds both; SGLang has 13 planned and gets the second call alone. One GPU validation of a spec made by
-# spec init costs about 45-60 s on the H200 (the last run): the candidate is a new file, so Triton compiles it for
+# first call holds both; SGLang has 13 planned and gets the second call alone. In the last H200 run SGLang's baseline
+# validation (4 GPU shapes timed) finished within its 60 s, and the agent's 100 s held the probe, the plan, one timed
+# validation and part of a second: about a minute a validation, most of it compiling. The candidate is a new file, so
+# Triton compiles it (the baseline comes from Triton's cache after the first validation) for
 # every kernel variant the gate runs (the 3 CPU-grid shapes, the GPU shapes, the fresh-shape and non-default-args
 # probes), and the timed inputs go to the gate's child in a file (SGLang's KV pool: B*S slots); prepare.sh keeps 3
 # GPU shapes per target (SGLang's largest is 32k tokens at batch 8, 1 GiB of pool, not batch 32, 4 GiB). The
@@ -28,12 +30,11 @@
 # report.json, report.md, report.log, gpu.txt, agent-<target>.log, baseline-<target>/ (the bundles of the unmodified
 # kernel against itself) and agent-home/ (runs: journals, candidates, bundles; reviews) -- rewritten after every
 # target, so a call cut short still returns what was done; and $OUT/report-<targets>.md, the report alone.
-# Back here, both calls into one report:
-#     mkdir -p /tmp/up && for f in upstream-*.tgz; do tar xzf "$f" -C /tmp/up; done
-#     (cd /tmp/up && mkdir -p all/runs && cp -r */agent-home/runs/* all/runs/)
-#     python -m patterns.agent.report /tmp/up/all --target fused_recurrent_kda_fwd="fla-core 0.6.0 ..." \
-#         --baseline fused_recurrent_kda_fwd=/tmp/up/<tag>/baseline-fla_kda/<bundle>.json ... --out evidence/gpu/h200-upstream
-# (the journals name the GPU machine's folders; the report reads the bundles under each run's own folder).
+# Back here, both calls into one report (this folder's report.json, report.md, agent-<target>.log, gpu-*.txt):
+#     bash evidence/gpu/h200-upstream/merge.sh FILES_AT/upstream-fla_kda+liger_rope.tgz FILES_AT/upstream-sglang_decode.tgz
+#
+# Before the GPU calls, here, in the checkout they carry (a refusal there costs a machine start):
+#     CHECK_ONLY=1 OUT=/tmp/check bash evidence/gpu/h200-upstream/run.sh    # "ready: ..." or what to re-make
 #
 # The same path on a CPU (the interpreter; no speed), about 3 minutes:
 #     DEVICE=cpu SHAPES=1 MAX_STEPS=3 PER_BASELINE=300 PER_TARGET=600 BUDGET=3000 OUT=/tmp/out bash evidence/gpu/h200-upstream/run.sh
@@ -51,7 +52,7 @@ limit() {  # seconds for the next step: $1, or what is left before the deadline 
     local l=$((deadline - SECONDS - ${RESERVE:-25}))
     [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
 }
-if [ -d .whl ] && [ "${DEVICE:-cuda}" != cpu ]; then
+if [ -d .whl ] && [ "${DEVICE:-cuda}" != cpu ] && [ -z "${CHECK_ONLY:-}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
     export PYTHONPATH=/tmp/site
 fi
@@ -67,13 +68,17 @@ export PATTERNS_AGENT_HOME=$RES/agent-home PATTERNS_REGISTRY=${PATTERNS_REGISTRY
 # the machine has neither chromadb nor the embedding model: the retriever reads the index prepare.sh built, whose
 # query embeddings were cached for these analyses
 export PATTERNS_INDEX_DIR=${PATTERNS_INDEX_DIR:-$PWD/.gpuindex}
-(here=$PWD; cd / && python3 -c 'import sys, patterns.agent; raise SystemExit(not patterns.agent.__file__.startswith(sys.argv[1] + "/"))' "$here") 2>/dev/null \
+[ -n "${CHECK_ONLY:-}" ] || (here=$PWD; cd / && python3 -c 'import sys, patterns.agent; raise SystemExit(not patterns.agent.__file__.startswith(sys.argv[1] + "/"))' "$here") 2>/dev/null \
     || python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit
 DEVICE=${DEVICE:-cuda}
 # the plans the agent will make, here and now: an index made for another library or facts code, or an analysis
 # whose query embedding prepare.sh did not cache, needs chromadb or the encoder, which this machine lacks
-python3 - "$TARGETS" <<'EOF' || exit 2
+# (CHECK_ONLY=1, here before a GPU call: the same plans with chromadb and the encoder out of reach, as there, and stop)
+python3 - "$TARGETS" "${CHECK_ONLY:-}" <<'EOF' || exit 2
 import sys
+
+if sys.argv[2]:
+    sys.modules["chromadb"] = sys.modules["patterns.retriever.embedding"] = None  # an import of either fails
 from patterns.agent.loop import AgentConfig, make_plan, resolve_target
 from patterns.core.ops import load_spec
 
@@ -84,6 +89,7 @@ for t in sys.argv[1].split():
     except Exception as exc:  # noqa: BLE001 - one line, then no GPU time is spent
         sys.exit(f".gpuindex/: the agent cannot plan {t} with it here ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}): run evidence/gpu/h200-upstream/prepare.sh again and carry its .gpuindex/")
 EOF
+[ -n "${CHECK_ONLY:-}" ] && { echo "ready: .upstream/STAMP $want, and .gpuindex/ plans $TARGETS without chromadb or the encoder"; exit 0; }
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv 2>/dev/null || echo "no nvidia-smi"
   git rev-parse HEAD 2>/dev/null || echo "stamp $want"; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'; } > "$RES/gpu.txt"
 

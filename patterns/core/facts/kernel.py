@@ -300,6 +300,8 @@ class _Scope:
     assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
     first_assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
     accumulates: dict[str, list[str]] = field(default_factory=dict)
+    accumulate_lines: dict[str, list[int]] = field(default_factory=dict)
+    assign_exprs: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     # variable -> every variable its value derives from, transitively
     var_deps: dict[str, set[str]] = field(default_factory=dict)
     # variables whose value derives from a load from memory
@@ -479,6 +481,8 @@ class _Extractor:
             kernel.assigns = dict(scope.assigns)
             kernel.first_assigns = {v: a for v, a in scope.first_assigns.items() if a != scope.assigns.get(v)}
             kernel.accumulates = dict(scope.accumulates)
+            kernel.accumulate_lines = dict(scope.accumulate_lines)
+            kernel.assign_history = {v: a for v, a in scope.assign_exprs.items() if len(a) > 1}
             kernel.loaded = sorted(scope.loaded)
         else:
             self.host_calls.extend(scope.calls)
@@ -645,6 +649,8 @@ class _Extractor:
         for name in targets:
             scope.assigns[name] = (node.lineno, self.code(value))
             scope.first_assigns.setdefault(name, scope.assigns[name])
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                scope.assign_exprs.setdefault(name, []).append(scope.assigns[name])
         # `B, T, H, K = q.shape` -> B: (q.shape)[0], ...; `a, b = x, y` -> pairwise
         for t in node.targets:
             if isinstance(t, ast.Tuple):
@@ -771,6 +777,7 @@ class _Extractor:
                 scope.dtypes[name] = dtype
             # accumulators (b_sq += b_x * b_x) tell what a loop reduces
             scope.accumulates.setdefault(name, []).append(f"{_AUG_OPS[type(node.op)]}:{self.code(node.value)}")
+            scope.accumulate_lines.setdefault(name, []).append(node.lineno)
 
     def _origin(self, value: ast.expr) -> str:
         if isinstance(value, ast.Call):
