@@ -197,6 +197,10 @@ def main(argv: list[str]) -> int:
     import triton
 
     device = limits.get("device", "cpu")
+    if device.startswith("cuda"):
+        # CUDA's lazy initialisation sets torch.cuda._initialized: done here, before the module guard's
+        # snapshot, so a library that touches the device at import (FLA reads its capability) patches nothing
+        torch.cuda.init()
     from patterns.core import interpreter
 
     if device == "cpu":
@@ -419,15 +423,15 @@ def main(argv: list[str]) -> int:
         return {"observed": observed(obs) if obs is not None else None}
 
     def do_time(req: dict) -> dict:
-        roles, inplace = req["roles"], req.get("inplace", [])
+        roles, restored = req["roles"], req.get("restored", [])
         args = {role: tload(req["inputs"], weights_only=True, map_location=device) for role in roles}
-        pristine = {role: {n: args[role][n].clone() for n in inplace} for role in roles}
+        pristine = {role: {n: args[role][n].clone() for n in restored} for role in roles}
         fns = {role: (lambda r=role: impls[r](**args[r])) for role in roles}
 
         def restorer(role):
-            return lambda: [args[role][n].copy_(pristine[role][n]) for n in inplace]
+            return lambda: [args[role][n].copy_(pristine[role][n]) for n in restored]
 
-        restores = {role: restorer(role) for role in roles} if inplace else None
+        restores = {role: restorer(role) for role in roles} if restored else None
         checks = set(req.get("check_rounds", []))
         samples: dict[str, dict] = {}
 
@@ -437,7 +441,7 @@ def main(argv: list[str]) -> int:
                     rets = None if ret is None else tuple(ret) if isinstance(ret, (tuple, list)) else (ret,)
                     samples[f"{r}:{role}"] = {
                         "ret": None if rets is None else tuple(plain(x, "timed output").detach().clone() if isinstance(x, Tensor) else x for x in rets),
-                        "args": {n: args[role][n].detach().clone() for n in inplace},
+                        "args": {n: args[role][n].detach().clone() for n in restored},
                     }
 
         snap = module_snapshot()

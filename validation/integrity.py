@@ -14,7 +14,9 @@ expectation:
 - cache probes: new tensors of the same shape, then the same tensors (same
   data_ptr) with new contents, must give the new reference result, not the old;
 - perturbation: each sensitive input perturbed in turn; wherever the reference
-  output changes, the candidate's must change too (and match the reference).
+  output changes, the candidate's must change too (and match the reference);
+- fresh shape: a shape drawn now beside the grid, held to the tolerance and to
+  the precision bound of the op's accumulation (as correctness.py holds the grid).
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from patterns.validation.runner import (
     clone_inputs,
     collect,
     first_mismatch,
+    precise_result,
+    precision_mismatch,
     shape_label,
     tolerances,
 )
@@ -134,9 +138,13 @@ def _fresh_shape(spec: OpSpec, baseline: Impl, candidate: Impl, reference: Calla
         try:
             inputs = spec.make_inputs(dict(shape), dtype, rng.randrange(1 << 30), device)
             want = call_reference(spec, reference, inputs)
+            precise = precise_result(spec, reference, inputs)
             per_output = tolerances(spec, want, dtype)
+            terms = spec.reduction_length(shape)
             got_b, _ = call(spec, baseline, inputs, device)
             if first_mismatch(got_b, want, per_output) is not None:
+                continue
+            if precise is not None and precision_mismatch(got_b, precise, want, spec.accumulation, terms, dtype)[1] is not None:
                 continue
         except Exception:  # noqa: BLE001 - the op does not take this shape
             continue
@@ -144,6 +152,12 @@ def _fresh_shape(spec: OpSpec, baseline: Impl, candidate: Impl, reference: Calla
         try:
             got, _ = call(spec, candidate, inputs, device)
             bad = first_mismatch(got, want, per_output)
+            # precision too: a candidate accumulating in fp32 only on the grid's shapes fails here
+            if bad is None and precise is not None:
+                excess = precision_mismatch(got, precise, want, spec.accumulation, terms, dtype)[1]
+                if excess is not None:
+                    reason = f"integrity: beyond {spec.accumulation} accumulation at a shape drawn now ({excess.describe()}; {label})"
+                    return CheckResult(name="fresh shape", layer="integrity", passed=False, reason=reason, shape={**shape, "dtype": dtype})
         except Exception as e:  # noqa: BLE001
             return CheckResult(name="fresh shape", layer="integrity", passed=False, reason=f"integrity: fails at a shape drawn now (raised {type(e).__name__}: {e}; {label})", shape={**shape, "dtype": dtype})
         if bad is not None:

@@ -120,13 +120,13 @@ class InProcess:
             name_inputs(observe.launches[start:], args)
         return ret
 
-    def time(self, roles: list[str], inputs: dict[str, Any], rounds: int, inplace: tuple[str, ...], check_rounds: list[int]) -> dict[str, Any]:
+    def time(self, roles: list[str], inputs: dict[str, Any], rounds: int, restored: tuple[str, ...], check_rounds: list[int]) -> dict[str, Any]:
         from patterns.validation import timing
 
         args = {r: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()} for r in roles}
-        pristine = {r: {n: args[r][n].clone() for n in inplace} for r in roles}
+        pristine = {r: {n: args[r][n].clone() for n in restored} for r in roles}
         fns = {r: (lambda r=r: self.modules[r](**args[r])) for r in roles}
-        restores = {r: (lambda r=r: [args[r][n].copy_(pristine[r][n]) for n in inplace]) for r in roles} if inplace else None
+        restores = {r: (lambda r=r: [args[r][n].copy_(pristine[r][n]) for n in restored]) for r in roles} if restored else None
         samples: dict[str, dict] = {}
 
         def on_round(i: int, outs: dict) -> None:
@@ -134,7 +134,7 @@ class InProcess:
                 for r, ret in outs.items():
                     rets = None if ret is None else tuple(ret) if isinstance(ret, (tuple, list)) else (ret,)
                     samples[f"{i}:{r}"] = {"ret": None if rets is None else tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in rets),
-                                           "args": {n: args[r][n].clone() for n in inplace}}
+                                           "args": {n: args[r][n].clone() for n in restored}}
 
         inner = timing.inner_count(fns[roles[0]], timing.flush_buffer(self.device))
         times, inners = timing.time_interleaved(fns, self.device, rounds, inner=inner, restores=restores, on_round=on_round)
@@ -303,11 +303,11 @@ class Child:
             return None
         return ret[0] if len(ret) == 1 else ret
 
-    def time(self, roles: list[str], inputs: dict[str, Any], rounds: int, inplace: tuple[str, ...], check_rounds: list[int]) -> dict[str, Any]:
+    def time(self, roles: list[str], inputs: dict[str, Any], rounds: int, restored: tuple[str, ...], check_rounds: list[int]) -> dict[str, Any]:
         src, dst = self._file("in"), self._file("times")
         torch.save(inputs, src)
         self.request(
-            {"cmd": "time", "roles": roles, "inputs": src, "out": dst, "rounds": rounds, "inplace": list(inplace), "check_rounds": check_rounds},
+            {"cmd": "time", "roles": roles, "inputs": src, "out": dst, "rounds": rounds, "restored": list(restored), "check_rounds": check_rounds},
             "the timed runs",
             limit=max(self.limits.call_timeout_s, 300.0),
         )

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue #16, back from the H200: the tars of run.sh's calls (upstream-<targets>.tgz) into one report here.
 #
-#   bash evidence/gpu/h200-upstream/merge.sh DIR/upstream-fla_kda+liger_rope.tgz DIR/upstream-sglang_decode.tgz
+#   bash evidence/gpu/h200-upstream/merge.sh DIR/upstream-fla_kda-liger_rope.tgz DIR/upstream-sglang_decode.tgz
 #
 # Unpacks each tar under /tmp/h200-upstream-merge, joins the agent homes' runs into one, and writes into this
 # folder report.json and report.md (python -m patterns.agent.report: the journals name the GPU machine's folders,
@@ -30,7 +30,7 @@ for tgz in "$@"; do
     tag=$(basename "$tgz" .tgz)
     [ -d "$W/$tag/agent-home/runs" ] && cp -r "$W/$tag/agent-home/runs/." "$W/all/runs/"
     [ -f "$W/$tag/gpu.txt" ] && cp "$W/$tag/gpu.txt" "$H/gpu-${tag#upstream-}.txt"
-    for t in $(echo "${tag#upstream-}" | tr + ' '); do
+    for t in $(echo "${tag#upstream-}" | tr - ' '); do
         [ -f "$W/$tag/agent-$t.log" ] && cp "$W/$tag/agent-$t.log" "$H/agent-$t.log"
         [[ " ${order[*]-} " == *" $t "* ]] || order+=("$t")  # a target of two calls: the later call's run and bundle
         BUNDLE[$t]=$(ls "$W/$tag/baseline-$t"/*.json 2>/dev/null | head -1 || true)

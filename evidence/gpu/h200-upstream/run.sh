@@ -26,12 +26,12 @@
 # Each call stops itself within BUDGET seconds (default 550): a target's limits are cut to what is left, less
 # RESERVE (default 25) for the report and the tar.
 #
-# What comes back (the device returns only a few files): $OUT/upstream-<targets>.tgz, ONE tar of everything --
+# What comes back (the device returns at most 8 files, named in letters, digits, ".", "_" and "-" only): $OUT/upstream-<targets>.tgz, ONE tar of everything --
 # report.json, report.md, report.log, gpu.txt, agent-<target>.log, baseline-<target>/ (the bundles of the unmodified
 # kernel against itself) and agent-home/ (runs: journals, candidates, bundles; reviews) -- rewritten after every
 # target, so a call cut short still returns what was done; and $OUT/report-<targets>.md, the report alone.
 # Back here, both calls into one report (this folder's report.json, report.md, agent-<target>.log, gpu-*.txt):
-#     bash evidence/gpu/h200-upstream/merge.sh FILES_AT/upstream-fla_kda+liger_rope.tgz FILES_AT/upstream-sglang_decode.tgz
+#     bash evidence/gpu/h200-upstream/merge.sh FILES_AT/upstream-fla_kda-liger_rope.tgz FILES_AT/upstream-sglang_decode.tgz
 #
 # Before the GPU calls, here, in the checkout they carry (a refusal there costs a machine start):
 #     CHECK_ONLY=1 OUT=/tmp/check bash evidence/gpu/h200-upstream/run.sh    # "ready: ..." or what to re-make
@@ -60,7 +60,7 @@ export PYTHONPATH=$PWD/.upstream/site${PYTHONPATH:+:$PYTHONPATH}
 # FLA's dispatcher may hand a call to another backend: the kernel of the file is what is measured
 export PYTHONUNBUFFERED=1 COLUMNS=160 FLA_DISABLE_BACKEND_DISPATCH=1
 TARGETS=${TARGETS:-fla_kda sglang_decode liger_rope}
-tag=upstream-$(echo $TARGETS | tr ' ' +)
+tag=upstream-$(echo $TARGETS | tr ' ' -)
 RES=${RES:-/tmp/h200-upstream}/$tag  # everything the tar holds
 rm -rf "$RES"
 mkdir -p "$RES" "$OUT"

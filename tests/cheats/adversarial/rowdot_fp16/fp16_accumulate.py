@@ -1,12 +1,12 @@
 """Cheat: accumulates the K products of a float16 row in float16 lanes where fp32 is required.
 
-The baseline's kernels with the partial sums held in float16 (32 lanes, 64
-terms a lane at K=2053): every addition rounds to 11 bits. The error, a few
-tenths on outputs of size ~45, stays inside the float16 tolerance (atol 2e-2,
-rtol 1e-2), which admits about twenty float16 roundings.
+The baseline's kernels with the partial sums held in float16 (32 lanes, 8
+terms a lane at K=259): every addition rounds to 11 bits. The error, up to
+about 0.02 on outputs of size ~16, stays inside the float16 tolerance (atol
+2e-2, rtol 1e-2), which admits about ten float16 roundings of such outputs.
 
 Rejected because: against a float64 reference the error is beyond what fp32
-accumulation allows over 2053 terms plus the float16 rounding of the output.
+accumulation allows over 259 terms plus the float16 rounding of the output.
 EXPECT: correctness | correctness: error beyond float32 accumulation: out[
 """
 import torch
