@@ -940,7 +940,8 @@ def test_short_circuit_check_gives_evaluates_verdict():
     from patterns.distill.techniques import TECHNIQUES
 
     conds = [e.pattern.present_when for e in load_library()] + [Condition.model_validate(t.when) for t in TECHNIQUES]
-    files = sorted(Path("patterns/library").glob("*/before.py")) + sorted(Path("patterns/library").glob("*/after.py"))
+    lib = Path(__file__).parents[1] / "patterns" / "library"
+    files = sorted(lib.glob("*/before.py")) + sorted(lib.glob("*/after.py"))
     files += sorted(PKG.rglob("*.py"))
     subjects = []
     for f in files:
