@@ -611,6 +611,7 @@ def spec_init_cmd(
     cpu_shape: list[str] = typer.Option([], "--cpu-shape", help="sizes checked under the interpreter (repeat; default: small odd sizes derived from the GPU shapes)"),
     inplace: list[str] = typer.Option([], "--inplace", help="an input the launcher writes (an output buffer, a state), compared as an output (repeat)"),
     scratch: list[str] = typer.Option([], "--scratch", help="an input the launcher may overwrite as working memory, not compared (repeat)"),
+    storage: list[str] = typer.Option([], "--storage", help="a tensor's dimensions in memory order, NAME=DIMS (repeat): q=B,T,H,D for a [B, H, T, D] view of [B, T, H, D] memory"),
     accumulation: str = typer.Option("float32", "--accumulation", help="the dtype its sums must accumulate in: results are held to a float64 reference within what it allows"),
     reduction: Optional[str] = typer.Option(None, "--reduction", help="the dimension its sums run over (default: the shape's largest size)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="where to write the spec (default: spec.py beside KERNEL.py)"),
@@ -626,6 +627,12 @@ def spec_init_cmd(
         if not sep or not name or not text:
             raise UsageError(f"--shape: expected NAME=DIM[,DIM...], got '{item}'")
         dims[name] = tuple(int(d) if d.strip().isdigit() else d.strip() for d in text.split(","))
+    layouts = {}
+    for item in storage:
+        name, sep, text = item.partition("=")
+        if not sep or not name or not text:
+            raise UsageError(f"--storage: expected NAME=DIM[,DIM...], got '{item}'")
+        layouts[name] = tuple(int(d) if d.strip().isdigit() else d.strip() for d in text.split(","))
     grid, pinned = [], {}
     for item in dtype:
         name, sep, kind = item.partition("=")
@@ -640,7 +647,7 @@ def spec_init_cmd(
             raise UsageError(f"--value: expected NAME=LITERAL, got '{item}'")
         values[name] = _parse_value(text)
     req = Request(kernel=kernel_file, launcher=kernel, reference=reference, reference_file=reference_file, shapes=dims,
-                  dtypes=tuple(grid), gpu_dtypes=tuple(gpu_dtype), pinned=pinned, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
+                  dtypes=tuple(grid), gpu_dtypes=tuple(gpu_dtype), pinned=pinned, storage=layouts, values=values, gpu_shapes=_sizes(gpu_shape, "--gpu-shape"),
                   cpu_shapes=_sizes(cpu_shape, "--cpu-shape"), inplace=tuple(inplace), scratch=tuple(scratch),
                   accumulation=accumulation, reduction=reduction, out=out, force=force)
     with err_console.status(f"checking {kernel_file.name} against its reference…"):

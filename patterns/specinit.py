@@ -78,6 +78,7 @@ class Request:
     dtypes: tuple[str, ...] = ()
     gpu_dtypes: tuple[str, ...] = ()
     pinned: dict[str, str] = field(default_factory=dict)  # tensor -> dtype
+    storage: dict[str, tuple[str | int, ...]] = field(default_factory=dict)  # tensor -> dims in memory order
     values: dict[str, Any] = field(default_factory=dict)
     gpu_shapes: tuple[dict[str, int], ...] = ()
     cpu_shapes: tuple[dict[str, int], ...] = ()
@@ -274,7 +275,7 @@ def render(req: Request) -> tuple[Path, str]:
     ref_funcs = _functions(ref_file) if ref_file else set()
     custom_inputs = "make_inputs" in ref_funcs
     names = {p.name for p in launcher.params}
-    for what, given in (("--shape", req.shapes), ("--value", req.values), ("--dtype", req.pinned)):
+    for what, given in (("--shape", req.shapes), ("--value", req.values), ("--dtype", req.pinned), ("--storage", req.storage)):
         unknown = sorted(set(given) - names)
         if unknown:
             raise SpecError(f"{kernel}: {launcher.name} has no parameter {', '.join(unknown)} ({what}); its parameters: {', '.join(p.name for p in launcher.params)}")
@@ -293,6 +294,11 @@ def render(req: Request) -> tuple[Path, str]:
                     symbols += [f for f in (d.split("*") if isinstance(d, str) else ()) if not f.isdigit() and f not in symbols]
                 pinned = req.pinned.get(p.name) or _annotation_dtype(p.annotation)
                 extra = f", dtype={pinned!r}" if pinned else ""
+                if p.name in req.storage:
+                    order = req.storage[p.name]
+                    if sorted(map(str, order)) != sorted(map(str, dims)):
+                        raise SpecError(f"{kernel}: --storage {p.name}={','.join(map(str, order))}: not an order of its --shape dimensions {','.join(map(str, dims))}")
+                    extra += f", storage={tuple(order)!r}"
                 args.append(f"    {p.name!r}: Tensor({', '.join(repr(d) for d in dims)}{extra}),")
             elif p.name in req.values:
                 args.append(f"    {p.name!r}: {req.values[p.name]!r},")

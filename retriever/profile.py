@@ -26,6 +26,9 @@ NCU_GRID = "launch__grid_size"
 NCU_WAVES = "launch__waves_per_multiprocessor"
 NCU_OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
 NCU_SMS = "device__attribute_multiprocessor_count"
+# the same DRAM share under the name ncu's SpeedOfLight section writes (the default and `--section
+# SpeedOfLight` reports of ncu 2023 and later): read where the Memory Workload section's name is absent
+NCU_DRAM_SOL = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
 
 
 class ProfileError(ValueError):
@@ -60,7 +63,7 @@ def parse_ncu_report(path: Path, kernel: str) -> list[Bottleneck]:
         ctx = ncu_report.load_report(str(path))
     except Exception as exc:  # the package raises its own types for damaged reports
         raise ProfileError(f"{path}: not a readable Nsight Compute report ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    names = ("Kernel Name", NCU_TIME, NCU_DRAM, NCU_SM, NCU_GRID, NCU_WAVES, NCU_OCC)
+    names = ("Kernel Name", NCU_TIME, NCU_DRAM, NCU_DRAM_SOL, NCU_SM, NCU_GRID, NCU_WAVES, NCU_OCC)
     data, units = [], {}
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
@@ -77,6 +80,9 @@ def parse_ncu_report(path: Path, kernel: str) -> list[Bottleneck]:
 
 
 def _ncu_launches(path: Path, kernel: str, header: list[str], data: list[dict], unit: dict[str, str]) -> list[Bottleneck]:
+    if NCU_DRAM not in header and NCU_DRAM_SOL in header:
+        data = [{**r, NCU_DRAM: r.get(NCU_DRAM_SOL)} for r in data]
+        header, unit = [*header, NCU_DRAM], {**unit, NCU_DRAM: unit.get(NCU_DRAM_SOL, "%")}
     for need in ("Kernel Name", NCU_TIME, NCU_DRAM, NCU_SM):
         if need not in header:
             raise ProfileError(f"{path}: column '{need}' missing (profile with --set full or --metrics {NCU_DRAM},{NCU_SM})")

@@ -88,3 +88,22 @@ def test_an_installed_library_may_add_its_own_audit_hook(tmp_path, monkeypatch):
     bundle = validate(QUICK["rowdot"], candidate, device="cpu")
     assert [c.reason for c in bundle.checks if c.passed is False] == []
     assert bundle.passed
+
+
+def test_torch_private_state_a_library_fills_is_no_patching(tmp_path, monkeypatch):
+    """FLA reads the device at import on the H200 (torch.cuda.device_count fills
+    torch.cuda._cached_device_count, lazy init sets _initialized): private values of torch filled by an
+    installed library are no patching; a private function replaced still is (the candidate's own
+    assignments are found by the static scan as well)."""
+    lib = tmp_path / "site-packages" / "device_reading_lib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text("import torch\n\ntorch.cuda._cached_device_count = 0\ntorch.cuda._initialized = bool(torch.cuda._initialized)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'site-packages'}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    honest = tmp_path / "honest.py"
+    honest.write_text("import device_reading_lib  # noqa: F401\n" + HONEST["rowdot"][0].read_text())
+    bundle = validate(QUICK["rowdot"], honest, device="cpu")
+    assert [c.reason for c in bundle.checks if c.passed is False] == [] and bundle.passed
+    (lib / "__init__.py").write_text("import torch\n\ntorch.cuda._lazy_init = lambda: None\n")
+    bundle = validate(QUICK["rowdot"], honest, device="cpu")
+    failing = [c.reason for c in bundle.checks if c.passed is False]
+    assert not bundle.passed and any(r.startswith("integrity: patches torch.cuda._lazy_init (at import)") for r in failing), failing

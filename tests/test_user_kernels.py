@@ -303,3 +303,25 @@ def test_report_verdicts() -> None:
     tie = verdict([row(1, "a", "refused", "rewrite", "r1"), row(2, "b", "failed", "integrity", "i1")])
     assert (tie["layer"], tie["reason"]) == ("integrity", "i1")
     assert verdict([])["layer"] == "plan"
+
+
+def test_storage_order_makes_the_layout_a_launcher_expects(user: dict) -> None:
+    """--storage NAME=DIMS: the tensor is drawn in that memory order and handed over in the launcher's
+    order (HF attention gives q as a [B, H, T, D] view of [B, T, H, D] memory; Liger's rope relies on it:
+    at T=1 a contiguous [B, H, 1, D] has another row stride once transposed back, and its kernel then
+    rotates rows several times over)."""
+    d = user["dir"]
+    for f in ("scale_heads.py", "scale_heads_ref.py"):
+        shutil.copy(HERE / f, d / f)
+    args = ["scale_heads.py", "--reference-file", "scale_heads_ref.py", "--shape", "x=H,N,D", "--shape", "weight=D",
+            "--dtype", "weight=float32", "--cpu-shape", "H=3,N=5,D=8", "--gpu-shape", "H=8,N=4096,D=128", "--scratch", "x"]
+    r = cli(user, "spec", "init", *args, "--storage", "x=N,H,D", "--out", "laid_spec.py")
+    assert r.returncode == 0, r.stderr
+    assert "storage=('N', 'H', 'D')" in (d / "laid_spec.py").read_text()
+    x = load_spec(str(d / "laid_spec.py")).make_inputs({"H": 3, "N": 5, "D": 8}, "float32", 0, "cpu")["x"]
+    assert (tuple(x.shape), x.stride(), x.transpose(0, 1).is_contiguous()) == ((3, 5, 8), (8, 24, 1), True)
+    one_line_error(cli(user, "spec", "init", *args, "--storage", "x=N,D", "--out", "bad_spec.py"),
+                   "scale_heads.py: --storage x=N,D: not an order of its --shape dimensions H,N,D")
+    one_line_error(cli(user, "spec", "init", *args, "--storage", "y=N,H,D", "--out", "bad_spec.py"),
+                   "has no parameter y (--storage)")
+    assert not (d / "bad_spec.py").exists()

@@ -249,6 +249,13 @@ def main(argv: list[str]) -> int:
     def module_snapshot() -> dict[str, dict[str, object]]:
         return {label: dict(vars(obj)) for label, obj in GUARDED.items()}
 
+    def private_cache(label: str, key: str, old: object, new: object) -> bool:
+        """torch's and Triton's own lazily filled state (torch.cuda._cached_device_count, _initialized):
+        a private value, neither side callable. A library reading the device at import fills it; a
+        replaced private function still counts."""
+        return label in ("torch", "torch.cuda", "triton") and key.startswith("_") and not callable(old) and not callable(new) \
+            and not isinstance(new, (type, types.ModuleType))
+
     def check_modules(snap: dict[str, dict[str, object]], when: str) -> None:
         """Report and undo what changed in the guarded modules since `snap`."""
         for label, before in snap.items():
@@ -256,6 +263,8 @@ def main(argv: list[str]) -> int:
             now = vars(obj)
             for key, value in before.items():
                 if key in VOLATILE:
+                    continue
+                if key in now and now[key] is not value and private_cache(label, key, value, now[key]):
                     continue
                 if key not in now or now[key] is not value:
                     report("patching", f"patches {label}.{key} ({when})")

@@ -46,13 +46,21 @@ class Tensor:
     high: int = 16  # integer tensors: values in [0, high)
     scale: float = 1.0
     positive: bool = False
+    # the order the dimensions lie in memory, outermost first (a permutation of dims; () for dims'
+    # own): HF-style attention hands q as [B, T, H, D] memory viewed as [B, H, T, D], and a launcher
+    # that transposes back relies on that layout (at T=1 a contiguous [B, H, 1, D] has other strides)
+    storage: tuple[str | int, ...] = ()
 
-    def __init__(self, *dims: str | int, dtype: str = "", high: int = 16, scale: float = 1.0, positive: bool = False):
+    def __init__(self, *dims: str | int, dtype: str = "", high: int = 16, scale: float = 1.0, positive: bool = False,
+                 storage: tuple[str | int, ...] = ()):
         object.__setattr__(self, "dims", tuple(dims))
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "high", high)
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "positive", positive)
+        if storage and sorted(map(str, storage)) != sorted(map(str, dims)):
+            raise ValueError(f"storage {tuple(storage)} is not an order of the dimensions {tuple(dims)}")
+        object.__setattr__(self, "storage", tuple(storage))
 
     def size(self, shape: Shape) -> tuple[int, ...]:
         """The sizes at `shape`: a dimension is an int, a name, or a product of them ("HV*K")."""
@@ -72,7 +80,10 @@ def inputs_from(args: dict[str, Any]) -> Callable[[Shape, str, int, str], Inputs
                 out[name] = arg
                 continue
             kind = getattr(torch, arg.dtype or dtype)
-            size = arg.size(shape)
+            # drawn in memory order, then viewed in the launcher's order
+            order = [list(map(str, arg.dims)).index(str(d)) for d in arg.storage] if arg.storage else list(range(len(arg.dims)))
+            logical = arg.size(shape)
+            size = tuple(logical[i] for i in order)
             if kind.is_floating_point:
                 t = torch.randn(size, dtype=torch.float32, device=device, generator=gen) * arg.scale
                 out[name] = (t.abs() + 0.5 if arg.positive else t).to(kind)
@@ -80,6 +91,8 @@ def inputs_from(args: dict[str, Any]) -> Callable[[Shape, str, int, str], Inputs
                 out[name] = torch.randint(0, 2, size, device=device, generator=gen).bool()
             else:
                 out[name] = torch.randint(0, arg.high, size, dtype=kind, device=device, generator=gen)
+            if arg.storage:
+                out[name] = out[name].permute(*(order.index(i) for i in range(len(order))))
         return out
 
     return make_inputs

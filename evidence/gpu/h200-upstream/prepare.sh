@@ -107,12 +107,15 @@ cp "$H/refs/liger_rope_ref.py" "$U/liger_rope/"
 # Liger: RoPE of Llama-3-8B's attention (32 query and 8 KV heads of 128), prefill of 8k tokens, 4 x 4k, and a decode
 # step of 256 sequences; cos and sin in fp32 (the kernel computes in their dtype). Where their layout already is the
 # kernel's (a single head, T=1) the launcher rotates q and k in their own memory and returns views of it: the gate
-# compares what it returns, and their memory is declared --scratch (written, not compared). Liger's GLU kernels do not run
+# compares what it returns, and their memory is declared --scratch (written, not compared). q and k are drawn as HF
+# attention hands them, [B, H, T, D] views of [B, T, H, D] memory (--storage): the launcher's transpose back relies on
+# it, and a contiguous [B, H, 1, D] (the first H200 run's inputs) gives it rows D apart at T=1, which it rotates several
+# times over (the unmodified kernel failed its own timed-output check at B=256, T=1). The CPU grid has a T=1 shape. Liger's GLU kernels do not run
 # under the interpreter (swiglu calls .to() on a float argument, geglu's tanh is libdevice), so the CPU grid could not
 "$PATTERNS" spec init "$U/liger_rope/rope.py" --kernel rope_forward --reference-file "$U/liger_rope/liger_rope_ref.py" \
     --shape q=B,HQ,T,D --shape k=B,HK,T,D --shape cos=T,D --shape sin=T,D --dtype cos=float32 --dtype sin=float32 \
-    --scratch q --scratch k \
-    --cpu-shape B=1,HQ=3,HK=1,T=5,D=16 --cpu-shape B=2,HQ=4,HK=2,T=7,D=32 --cpu-shape B=1,HQ=7,HK=7,T=3,D=64 \
+    --scratch q --scratch k --storage q=B,T,HQ,D --storage k=B,T,HK,D \
+    --cpu-shape B=1,HQ=3,HK=1,T=5,D=16 --cpu-shape B=2,HQ=4,HK=2,T=7,D=32 --cpu-shape B=1,HQ=7,HK=7,T=3,D=64 --cpu-shape B=3,HQ=4,HK=2,T=1,D=16 \
     --gpu-shape B=1,HQ=32,HK=8,T=8192,D=128 --gpu-shape B=4,HQ=32,HK=8,T=4096,D=128 --gpu-shape B=256,HQ=32,HK=8,T=1,D=128 --force
 
 for t in fla_kda sglang_decode liger_rope; do  # exit 1 (a failing check) stops here, with the table
