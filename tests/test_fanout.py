@@ -3,8 +3,8 @@
 One head for the module: `ray start --head --block` on 127.0.0.1 with CPU workers only and a
 custom resource `validator: 2` standing in for two GPUs; it is stopped by its process group
 (the head and everything it started) at the end. Three targets: matmul, a broken copy of matmul
-(its output scaled by 1.5: every candidate fails correctness against the reference) and
-rmsnorm_gate, at `--max-steps 5`: 9 validations. Each Ray run is compared with the plain run
+(its output scaled by 1.5: the unmodified kernel fails the reference, so its run stops at the first
+validation) and rmsnorm_gate, at `--max-steps 5`. Each Ray run is compared with the plain run
 of the same targets (made once, in this process): the same attempts, verdicts, bundles' checks,
 review items and finish lines.
 """
@@ -230,7 +230,8 @@ def test_ray_run_equals_the_plain_run(head: dict, targets: list[Path], plain: di
     assert sum(1 for a in attempts if "bundle" in a) >= 8 and len(record["targets"]) == 3
     broken = next(t for t in record["targets"] if "broken" in t["target"])
     assert broken["attempts"] and all(a["outcome"] in ("failed", "refused") for a in broken["attempts"]) and not broken["reviews"]
-    assert len(broken["finish"]) == 1 and broken["finish"][0].startswith(f"--max-steps {MAX_STEPS} reached (")
+    # its unmodified kernel fails the reference, so the agent stops at its first validation (layer "spec")
+    assert len(broken["finish"]) == 1 and broken["finish"][0].startswith("stopped at step 1: the unmodified target fails the spec's reference")
 
     cmd, env = _cli(tmp_path, head["address"], targets)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -243,7 +244,7 @@ def test_ray_run_equals_the_plain_run(head: dict, targets: list[Path], plain: di
     assert len({v["worker"]["pid"] for v in validated}) >= 2  # a fresh worker process per task, two at a time
     # every target's feedback trail is printed, the one whose candidates all failed too
     assert done.stdout.count("run matmul-") == 2 and done.stdout.count("run rmsnorm_gate-") == 1
-    assert done.stdout.count(broken["finish"][0]) >= 1
+    assert " ".join(done.stdout.split()).count(" ".join(broken["finish"][0].split())) >= 1  # wrapped at COLUMNS
 
 
 def _descendants(pid: int) -> dict[int, str]:
@@ -303,7 +304,12 @@ def test_a_worker_killed_mid_validation_is_retried_and_recorded(head: dict, targ
 
 
 def test_a_killed_driver_resumes_from_the_journal(head: dict, targets: list[Path], plain: dict, tmp_path: Path) -> None:
-    cmd, env = _cli(tmp_path, head["address"], targets)
+    # the broken target stops at its first validation and may have finished before the kill; a finished run
+    # is not resumed (the same command then starts it afresh, as `patterns agent` does for a finished target),
+    # so the runs in flight at the kill are the two sound targets'
+    sound = [t for t in targets if "broken" not in str(t)]
+    want = {**plain["record"], "targets": [t for t in plain["record"]["targets"] if "broken" not in t["target"]]}
+    cmd, env = _cli(tmp_path, head["address"], sound)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     home = tmp_path / "agent"
     caught = None
@@ -340,7 +346,7 @@ def test_a_killed_driver_resumes_from_the_journal(head: dict, targets: list[Path
     for r, done_key in caught["validated"]:
         assert [(tuple(v["key"]), v["sha256"]) for v in _events(r, "validated")].count(done_key) == 1
     _check_once(runs)
-    _same(_record(runs, home), plain["record"])
+    _same(_record(runs, home), want)
 
 
 def test_validate_as_one_ray_task(head: dict, targets: list[Path], tmp_path: Path) -> None:
