@@ -621,18 +621,16 @@ def spec_init_cmd(
     """Write a spec for your kernel, so `validate`, `agent` and `review` take it like a built-in op."""
     from patterns.specinit import Request, _parse_value, init_spec
 
-    dims: dict[str, tuple] = {}
-    for item in shape:
-        name, sep, text = item.partition("=")
-        if not sep or not name or not text:
-            raise UsageError(f"--shape: expected NAME=DIM[,DIM...], got '{item}'")
-        dims[name] = tuple(int(d) if d.strip().isdigit() else d.strip() for d in text.split(","))
-    layouts = {}
-    for item in storage:
-        name, sep, text = item.partition("=")
-        if not sep or not name or not text:
-            raise UsageError(f"--storage: expected NAME=DIM[,DIM...], got '{item}'")
-        layouts[name] = tuple(int(d) if d.strip().isdigit() else d.strip() for d in text.split(","))
+    def named_dims(items: list[str], flag: str) -> dict[str, tuple]:
+        out: dict[str, tuple] = {}
+        for item in items:
+            name, sep, text = item.partition("=")
+            if not sep or not name or not text:
+                raise UsageError(f"{flag}: expected NAME=DIM[,DIM...], got '{item}'")
+            out[name] = tuple(int(d) if d.strip().isdigit() else d.strip() for d in text.split(","))
+        return out
+
+    dims, layouts = named_dims(shape, "--shape"), named_dims(storage, "--storage")
     grid, pinned = [], {}
     for item in dtype:
         name, sep, kind = item.partition("=")

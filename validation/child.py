@@ -197,10 +197,6 @@ def main(argv: list[str]) -> int:
     import triton
 
     device = limits.get("device", "cpu")
-    if device.startswith("cuda"):
-        # CUDA's lazy initialisation sets torch.cuda._initialized: done here, before the module guard's
-        # snapshot, so a library that touches the device at import (FLA reads its capability) patches nothing
-        torch.cuda.init()
     from patterns.core import interpreter
 
     if device == "cpu":
@@ -249,12 +245,16 @@ def main(argv: list[str]) -> int:
     def module_snapshot() -> dict[str, dict[str, object]]:
         return {label: dict(vars(obj)) for label, obj in GUARDED.items()}
 
-    def private_cache(label: str, key: str, old: object, new: object) -> bool:
-        """torch's and Triton's own lazily filled state (torch.cuda._cached_device_count, _initialized):
-        a private value, neither side callable. A library reading the device at import fills it; a
-        replaced private function still counts."""
-        return label in ("torch", "torch.cuda", "triton") and key.startswith("_") and not callable(old) and not callable(new) \
-            and not isinstance(new, (type, types.ModuleType))
+    def lazily_filled(label: str, key: str, new: object, old: object = None, added: bool = False) -> bool:
+        """torch's and Triton's own state, filled as they are used: a submodule imported lazily, a
+        private name of torch, torch.cuda or triton added, or a private value of theirs set (CUDA's
+        lazy init sets torch.cuda._initialized, device_count() fills _cached_device_count: FLA reads
+        the device at import). A private function, class or module replaced still counts, as does
+        any public attribute."""
+        private = label in ("torch", "torch.cuda", "triton") and key.startswith("_")
+        if added:
+            return isinstance(new, types.ModuleType) or private
+        return private and not callable(old) and not callable(new) and not isinstance(new, types.ModuleType)
 
     def check_modules(snap: dict[str, dict[str, object]], when: str) -> None:
         """Report and undo what changed in the guarded modules since `snap`."""
@@ -264,15 +264,15 @@ def main(argv: list[str]) -> int:
             for key, value in before.items():
                 if key in VOLATILE:
                     continue
-                if key in now and now[key] is not value and private_cache(label, key, value, now[key]):
+                if key in now and now[key] is not value and lazily_filled(label, key, now[key], value):
                     continue
                 if key not in now or now[key] is not value:
                     report("patching", f"patches {label}.{key} ({when})")
                     with contextlib.suppress(Exception):
                         setattr(obj, key, value)
             for key in [k for k in now if k not in before and k not in VOLATILE]:
-                if isinstance(now[key], types.ModuleType) or (label in ("torch", "triton") and key.startswith("_")):
-                    continue  # a submodule imported lazily, a cache
+                if lazily_filled(label, key, now[key], added=True):
+                    continue
                 report("patching", f"adds {label}.{key} ({when})")
                 with contextlib.suppress(Exception):
                     delattr(obj, key)

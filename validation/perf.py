@@ -71,8 +71,8 @@ def measure_shape(
     # restored before every timed launch: the in-place inputs and the scratch ones too (a kernel that
     # works in its input's memory, as Liger's rope does when .contiguous() is a no-op, would otherwise
     # read its own last result on each replay, and the timed output would drift from the reference)
-    written = tuple(dict.fromkeys((*spec.inplace, *spec.scratch)))
-    timed = candidate.host.time(["baseline", "candidate"], inputs, rounds, written, sampled)
+    restored = tuple(dict.fromkeys((*spec.inplace, *spec.scratch)))
+    timed = candidate.host.time(["baseline", "candidate"], inputs, rounds, restored, sampled)
     times, inner = timed["times"], timed["inners"]["baseline"]
     tb, tc = np.array(times["baseline"]), np.array(times["candidate"])
     ratios = tb / tc

@@ -2243,7 +2243,6 @@ def max_of_loaded_row(s: Subject) -> Verdict:
 
 
 _WORD = re.compile(r"\w+")
-_IDENTIFIER = re.compile(r"\w+")
 
 
 def _int64_names(k: KernelFacts) -> set[str]:
@@ -2253,11 +2252,11 @@ def _int64_names(k: KernelFacts) -> set[str]:
     # runs of word characters: a set lookup per assignment instead of a regex per known name
     words = {var: set(_WORD.findall(text)) for var, (_, text) in k.assigns.items()}
     for _ in range(4):  # through a few levels of assignments
-        odd = [w for w in wide if not _IDENTIFIER.fullmatch(w)]
+        odd = [w for w in wide if not _WORD.fullmatch(w)]
         for var, (_, text) in k.assigns.items():
             if "int64" in text or not wide.isdisjoint(words[var]) or any(re.search(rf"\b{re.escape(w)}\b", text) for w in odd):
                 wide.add(var)
-                if not _IDENTIFIER.fullmatch(var):
+                if not _WORD.fullmatch(var):
                     odd.append(var)
     return wide
 
