@@ -197,6 +197,12 @@ def main(argv: list[str]) -> int:
     import triton
 
     device = limits.get("device", "cpu")
+    if device.startswith("cuda"):
+        # CUDA's lazy initialisation replaces public state (torch.cuda.default_generators) besides
+        # private flags: done here, before the module guard's snapshot, so a library that touches the
+        # device at import (FLA reads its capability) patches nothing; caches filled later
+        # (_cached_device_count) are lazily_filled's
+        torch.cuda.init()
     from patterns.core import interpreter
 
     if device == "cpu":
